@@ -1,0 +1,61 @@
+"""Shared fixtures: the real embedded ClickHouse server, and one fresh store per backend.
+
+Every test that takes ``store`` runs three times: on the embedded server over HTTP, on
+ClickHouse in-process (chdb) and on DuckDB, each in a database of its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from warehouse.store import Store, open_store
+from warehouse.store.embedded import ServerInfo, start_server, stop_server
+from warehouse.store.migrations import Migrator
+
+BACKENDS = ("clickhouse", "chdb", "duckdb")
+
+
+@pytest.fixture(scope="session")
+def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
+    """One real ClickHouse server (chdb-core's, as `llmwh serve` runs it) for the session."""
+    info = start_server(tmp_path_factory.mktemp("embedded"), http_port=0, tcp_port=0)
+    yield info
+    stop_server(info.data_dir)
+
+
+@pytest.fixture(scope="session")
+def chdb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """chdb holds one data directory per process: every in-process store shares it."""
+    return tmp_path_factory.mktemp("chdb")
+
+
+def store_url(backend: str, server: ServerInfo, chdb_path: Path, tmp_path: Path) -> str:
+    database = f"test_{uuid.uuid4().hex[:12]}"
+    if backend == "clickhouse":
+        return server.store_url(database)
+    if backend == "chdb":
+        return f"chdb://{chdb_path}?database={database}"
+    return f"duckdb://{tmp_path / 'warehouse.duckdb'}?database={database}"
+
+
+@pytest.fixture(params=BACKENDS)
+def store(
+    request: pytest.FixtureRequest, embedded_server: ServerInfo, chdb_path: Path, tmp_path: Path
+) -> Iterator[Store]:
+    """An empty store (no database yet) on each backend."""
+    opened = open_store(store_url(request.param, embedded_server, chdb_path, tmp_path))
+    yield opened
+    if opened.capabilities.dialect == "clickhouse":
+        opened.command(f"DROP DATABASE IF EXISTS {opened.database} SYNC")
+    opened.close()
+
+
+@pytest.fixture
+def migrated(store: Store) -> Store:
+    """A store with every migration applied."""
+    Migrator(store).up()
+    return store

@@ -1,0 +1,92 @@
+"""`llmwh migrate` on every store: from empty, idempotent, refusing edited files."""
+
+import shutil
+
+import pytest
+
+from warehouse.errors import ChecksumMismatch
+from warehouse.store.migrations import Migrator, migrations_dir
+
+TABLES = {
+    "requests",
+    "series",
+    "samples",
+    "metric_metadata",
+    "requests_1m",
+    "requests_1h",
+    "schema_migrations",
+}
+
+
+def table_names(store):
+    result = store.query_arrow(
+        f"SELECT table_name FROM information_schema.tables WHERE table_schema = '{store.database}'"
+    )
+    return set(result.column("table_name").to_pylist())
+
+
+def test_migrating_from_empty_applies_every_file_in_order(store):
+    migrator = Migrator(store)
+    assert {s.state for s in migrator.status()} == {"pending"}
+
+    applied = migrator.up()
+
+    assert [m.version for m in applied] == sorted(m.version for m in migrator.migrations)
+    assert {s.state for s in migrator.status()} == {"applied"}
+    assert table_names(store) >= TABLES
+
+
+def test_status_and_plan_create_nothing(store):
+    Migrator(store).status()
+    Migrator(store).pending()
+    assert (
+        store.query_arrow(
+            "SELECT count(*) AS n FROM information_schema.tables "
+            f"WHERE table_schema = '{store.database}'"
+        )
+        .column("n")[0]
+        .as_py()
+        == 0
+    )
+
+
+def test_running_up_again_changes_nothing(migrated):
+    before = migrated.query_arrow(
+        f"SELECT version, applied_at FROM {migrated.database}.schema_migrations ORDER BY version"
+    )
+    assert Migrator(migrated).up() == []
+    after = migrated.query_arrow(
+        f"SELECT version, applied_at FROM {migrated.database}.schema_migrations ORDER BY version"
+    )
+    assert after.equals(before)
+
+
+def test_an_edited_applied_migration_is_refused(store, tmp_path):
+    root = tmp_path / "migrations"
+    shutil.copytree(migrations_dir(), root)
+    Migrator(store, root=root).up()
+    dialect = store.capabilities.dialect
+    edited = sorted((root / dialect).glob("0001_*.sql"))[0]
+    edited.write_text(edited.read_text() + "\n-- an afterthought\n")
+
+    migrator = Migrator(store, root=root)
+    assert migrator.status()[0].state == "changed"
+    with pytest.raises(ChecksumMismatch, match=edited.name):
+        migrator.up()
+
+
+def test_a_new_migration_file_is_applied_on_top(store, tmp_path):
+    root = tmp_path / "migrations"
+    shutil.copytree(migrations_dir(), root)
+    Migrator(store, root=root).up()
+    dialect = store.capabilities.dialect
+    column = "String" if dialect == "clickhouse" else "VARCHAR"
+    (root / dialect / "0099_note.sql").write_text(
+        f"ALTER TABLE ${{db}}.metric_metadata ADD COLUMN IF NOT EXISTS note {column};\n"
+    )
+    applied = Migrator(store, root=root).up()
+    assert [(m.version, m.name) for m in applied] == [(99, "note")]
+    names = store.query_arrow(
+        f"SELECT * FROM {store.database}.metric_metadata LIMIT 0"
+    ).column_names
+    assert "note" in names

@@ -1,0 +1,265 @@
+"""The ``llmwh`` command line. Each command is a thin shell over the package's functions."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from warehouse.config import Config, load_config
+from warehouse.errors import ConfigError, WarehouseError
+from warehouse.store import Store, embedded, open_store
+from warehouse.store.cluster import render_for_cluster
+from warehouse.store.migrations import Migrator, iter_plan
+
+app = typer.Typer(
+    name="llmwh",
+    help="LLM inference SLA warehouse on ClickHouse (and DuckDB).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+clickhouse_app = typer.Typer(help="The embedded ClickHouse server.", no_args_is_help=True)
+migrate_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
+app.add_typer(clickhouse_app, name="clickhouse")
+app.add_typer(migrate_app, name="migrate")
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Store URL (http://host:8123/db, chdb:///path, duckdb:///file.duckdb). "
+        "Default: $LLMWH_STORE, else the embedded server on --data.",
+        show_default=False,
+    ),
+]
+DataOption = Annotated[
+    str | None,
+    typer.Option("--data", help="Data directory of the embedded server [default: ./llmwh-data]"),
+]
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="TOML settings file [default: ./llmwh.toml]")
+]
+HttpPortOption = Annotated[
+    int, typer.Option("--http-port", help="HTTP port on 127.0.0.1 (0 picks a free one)")
+]
+TcpPortOption = Annotated[
+    int, typer.Option("--tcp-port", help="Native TCP port on 127.0.0.1 (0 picks a free one)")
+]
+ClusterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Render the DDL for this ClickHouse cluster (ON CLUSTER, "
+        "Replicated engines, Distributed tables)",
+    ),
+]
+
+
+def main() -> None:
+    """Console entry point: warehouse errors become one line on stderr and exit code 1."""
+    try:
+        app()
+    except WarehouseError as exc:
+        typer.echo(f"llmwh: error: {exc}", err=True)
+        sys.exit(1)
+
+
+def _store_for(config: Config) -> Store:
+    if config.store:
+        return open_store(config.store)
+    info = embedded.server_status(config.data_dir)
+    if info is None:
+        raise ConfigError(
+            f"no --store given and no embedded ClickHouse runs on {config.data_dir}: start one "
+            "with `llmwh clickhouse start` (or `llmwh serve`), or pass --store URL"
+        )
+    return open_store(info.store_url())
+
+
+# -- llmwh clickhouse ... ---------------------------------------------------------------
+
+
+@clickhouse_app.command("start")
+def clickhouse_start(
+    data: DataOption = None,
+    http_port: HttpPortOption = embedded.DEFAULT_HTTP_PORT,
+    tcp_port: TcpPortOption = embedded.DEFAULT_TCP_PORT,
+    config_file: ConfigOption = None,
+) -> None:
+    """Start the embedded ClickHouse server in the background."""
+    config = load_config(config_file, data_dir=data)
+    info = embedded.start_server(config.data_dir, http_port, tcp_port)
+    typer.echo(
+        f"ClickHouse {_version(info)} serving {info.data_dir} (pid {info.pid}): "
+        f"HTTP 127.0.0.1:{info.http_port}, native TCP 127.0.0.1:{info.tcp_port}\n"
+        f"store URL: {info.store_url()}"
+    )
+
+
+@clickhouse_app.command("stop")
+def clickhouse_stop(data: DataOption = None, config_file: ConfigOption = None) -> None:
+    """Stop the embedded server (SIGTERM; data stays on disk)."""
+    config = load_config(config_file, data_dir=data)
+    info = embedded.stop_server(config.data_dir)
+    if info is None:
+        typer.echo(f"no embedded ClickHouse runs on {Path(config.data_dir).resolve()}")
+    else:
+        typer.echo(f"stopped the embedded ClickHouse (pid {info.pid}) on {info.data_dir}")
+
+
+@clickhouse_app.command("status")
+def clickhouse_status(data: DataOption = None, config_file: ConfigOption = None) -> None:
+    """Say whether the embedded server runs, and where. Exit code 1 when it does not."""
+    config = load_config(config_file, data_dir=data)
+    info = embedded.server_status(config.data_dir)
+    if info is None:
+        typer.echo(f"not running: {Path(config.data_dir).resolve()}")
+        raise typer.Exit(1)
+    typer.echo(
+        f"running: pid {info.pid}, HTTP 127.0.0.1:{info.http_port}, "
+        f"TCP 127.0.0.1:{info.tcp_port}, data {info.data_dir}\nstore URL: {info.store_url()}"
+    )
+
+
+def _version(info: embedded.ServerInfo) -> str:
+    store = open_store(info.store_url())
+    try:
+        return store.query_arrow("SELECT version() AS v").column("v")[0].as_py()
+    finally:
+        store.close()
+
+
+# -- llmwh migrate ... ------------------------------------------------------------------
+
+
+@migrate_app.command("status")
+def migrate_status(
+    store: StoreOption = None, data: DataOption = None, config_file: ConfigOption = None
+) -> None:
+    """List migrations and whether each is applied, pending or changed since."""
+    config = load_config(config_file, store=store, data_dir=data)
+    target = _store_for(config)
+    states = Migrator(target, config).status()
+    typer.echo(f"store: {target.url}")
+    for state in states:
+        when = f"  {state.applied_at:%Y-%m-%d %H:%M:%S}" if state.applied_at else ""
+        typer.echo(f"  {state.version:04d}_{state.name:<24} {state.state}{when}")
+    if any(s.state in ("changed", "missing") for s in states):
+        raise typer.Exit(1)
+
+
+@migrate_app.command("up")
+def migrate_up(
+    store: StoreOption = None,
+    data: DataOption = None,
+    cluster: ClusterOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Apply pending migrations in order (idempotent)."""
+    config = load_config(config_file, store=store, data_dir=data)
+    target = _store_for(config)
+    migrator = Migrator(target, config)
+    if cluster:
+        statements = _cluster_statements(migrator, cluster, migrator.pending())
+        for statement in statements:
+            target.command(statement)
+        typer.echo(f"applied {len(statements)} statements ON CLUSTER {cluster}")
+        return
+    applied = migrator.up()
+    if not applied:
+        typer.echo(f"{target.url}: up to date")
+    for migration in applied:
+        typer.echo(f"applied {migration.version:04d}_{migration.name}")
+
+
+@migrate_app.command("plan")
+def migrate_plan(
+    store: StoreOption = None,
+    data: DataOption = None,
+    cluster: ClusterOption = None,
+    all_migrations: Annotated[
+        bool, typer.Option("--all", help="Print every migration, not only pending ones")
+    ] = False,
+    config_file: ConfigOption = None,
+) -> None:
+    """Print the SQL that `migrate up` would run, without running it."""
+    config = load_config(config_file, store=store, data_dir=data)
+    migrator = Migrator(_store_for(config), config)
+    chosen = migrator.migrations if all_migrations else migrator.pending()
+    if cluster:
+        for statement in _cluster_statements(migrator, cluster, chosen):
+            typer.echo(f"{statement};\n")
+        return
+    current = None
+    for migration, statement in iter_plan(migrator, chosen):
+        if migration is not current:
+            typer.echo(f"-- {migration.version:04d}_{migration.name}.sql")
+            current = migration
+        typer.echo(f"{statement};\n")
+
+
+def _cluster_statements(migrator: Migrator, cluster: str, migrations: list) -> list[str]:
+    if migrator.dialect != "clickhouse":
+        raise ConfigError("--cluster applies to ClickHouse stores only")
+    statements = [statement for _, statement in iter_plan(migrator, migrations)]
+    return render_for_cluster(statements, cluster, migrator.store.database)
+
+
+# -- llmwh serve --------------------------------------------------------------------------
+
+
+@app.command("serve")
+def serve(
+    store: StoreOption = None,
+    data: DataOption = None,
+    http_port: HttpPortOption = embedded.DEFAULT_HTTP_PORT,
+    tcp_port: TcpPortOption = embedded.DEFAULT_TCP_PORT,
+    config_file: ConfigOption = None,
+) -> None:
+    """Run the warehouse: the embedded ClickHouse (unless --store names one), migrated.
+
+    Runs in the foreground until interrupted, then stops the server it started.
+    """
+    config = load_config(config_file, store=store, data_dir=data)
+    owned = None
+    url = config.store
+    if url is None:
+        info = embedded.server_status(config.data_dir)
+        if info is None:
+            info = owned = embedded.start_server(config.data_dir, http_port, tcp_port)
+            typer.echo(f"started the embedded ClickHouse on {info.data_dir} (pid {info.pid})")
+        url = info.store_url()
+    target = open_store(url)
+    try:
+        for migration in Migrator(target, config).up():
+            typer.echo(f"applied migration {migration.version:04d}_{migration.name}")
+        typer.echo(
+            f"warehouse ready: {target.url}\n"
+            f"  try: llmwh migrate status --store {target.url}\n"
+            "Ctrl-C stops it."
+        )
+        _wait_for_signal()
+    finally:
+        target.close()
+        if owned is not None:
+            embedded.stop_server(owned.data_dir)
+            typer.echo("stopped the embedded ClickHouse")
+
+
+def _wait_for_signal() -> None:
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
+    try:
+        while not stop:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

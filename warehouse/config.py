@@ -1,0 +1,78 @@
+"""Settings, defined once as data: from flags, then ``LLMWH_*`` variables, then a TOML file.
+
+The TOML file is ``$LLMWH_CONFIG`` or ``./llmwh.toml`` when present, with the same
+names as below at its top level (``requests_ttl_days = 30``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from warehouse.errors import ConfigError
+
+__all__ = ["Config", "load_config"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Resolved settings. Each field's metadata carries its help text."""
+
+    store: str | None = None
+    """Store URL; unset means the embedded server on ``data_dir``."""
+    data_dir: str = "./llmwh-data"
+    """Where the embedded ClickHouse keeps its data and server.json."""
+    requests_ttl_days: int = 90
+    """Days raw per-request rows are kept (ClickHouse TTL)."""
+    samples_ttl_days: int = 30
+    """Days Prometheus samples are kept (ClickHouse TTL)."""
+    rollup_1m_ttl_days: int = 30
+    """Days per-minute rollup rows are kept (ClickHouse TTL)."""
+    rollup_1h_ttl_days: int = 400
+    """Days per-hour rollup rows are kept (ClickHouse TTL)."""
+
+    def ttl_variables(self) -> dict[str, int]:
+        """The TTL settings by name, as migration templates use them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name.endswith("_ttl_days")}
+
+
+def load_config(config_file: str | Path | None = None, **overrides: Any) -> Config:
+    """Resolve settings: ``overrides`` (flags; None means unset) > env > TOML file > defaults."""
+    values: dict[str, Any] = {}
+    path = Path(config_file or os.environ.get("LLMWH_CONFIG") or "llmwh.toml")
+    if path.exists():
+        try:
+            values.update(tomllib.loads(path.read_text()))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    elif config_file is not None:
+        raise ConfigError(f"config file {path} does not exist")
+    for field in fields(Config):
+        env = os.environ.get(f"LLMWH_{field.name.upper()}")
+        if env is not None:
+            values[field.name] = env
+    values.update({key: value for key, value in overrides.items() if value is not None})
+    known = {f.name: f for f in fields(Config)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return Config(
+        **{name: _coerce(name, known[name].type, value) for name, value in values.items()}
+    )
+
+
+def _coerce(name: str, kind: str, value: Any) -> Any:
+    if kind == "int":
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"setting {name} must be a whole number, got {value!r}") from None
+        if number <= 0:
+            raise ConfigError(f"setting {name} must be positive, got {number}")
+        return number
+    return None if value in ("", None) else str(value)

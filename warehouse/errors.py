@@ -1,0 +1,88 @@
+"""One error tree for the whole warehouse.
+
+Every error the package raises on purpose derives from :class:`WarehouseError`.
+Errors that can reach an HTTP client carry the status code they map to, so the
+receiver never has to guess.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChdbMissing",
+    "ChecksumMismatch",
+    "ConfigError",
+    "DataDirLocked",
+    "EmbeddedServerError",
+    "MigrationError",
+    "PortInUse",
+    "QueryError",
+    "ServerAlreadyRunning",
+    "StoreError",
+    "StoreUnavailable",
+    "WarehouseError",
+]
+
+
+class WarehouseError(Exception):
+    """Base of every error raised by the warehouse."""
+
+    http_status: int = 500
+
+
+class ConfigError(WarehouseError):
+    """A setting, flag or store URL is invalid."""
+
+    http_status = 400
+
+
+class StoreError(WarehouseError):
+    """The database refused or failed a statement.
+
+    ``database_message`` holds the database's own text, ``code`` its error code
+    when the backend reports one (ClickHouse's numeric codes).
+    """
+
+    def __init__(self, message: str, *, database_message: str = "", code: int | None = None):
+        super().__init__(message)
+        self.database_message = database_message or message
+        self.code = code
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (connection refused, server down)."""
+
+    http_status = 503
+
+
+class MigrationError(StoreError):
+    """A migration could not be planned or applied."""
+
+
+class ChecksumMismatch(MigrationError):
+    """An applied migration file was edited afterwards."""
+
+
+class QueryError(WarehouseError):
+    """A query could not be built from what the user asked."""
+
+    http_status = 400
+
+
+class EmbeddedServerError(WarehouseError):
+    """The embedded ClickHouse server could not be started, found or stopped."""
+
+
+class ChdbMissing(EmbeddedServerError):
+    """chdb-core, which carries the embedded ClickHouse, is not installed."""
+
+
+class PortInUse(EmbeddedServerError):
+    """A port the embedded server should listen on is taken."""
+
+
+class DataDirLocked(EmbeddedServerError):
+    """Another ClickHouse process holds the data directory."""
+
+
+class ServerAlreadyRunning(EmbeddedServerError):
+    """An embedded server already serves this data directory."""

@@ -1,0 +1,120 @@
+"""The logical data model, defined once: the `requests` columns and their Arrow types.
+
+Every backend's DDL (``migrations/``) holds these columns; ingest validates against
+:data:`REQUESTS_SCHEMA`; the query layer takes its dimensions and measures from here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = [
+    "BUCKET_GROWTH",
+    "BUCKET_MIN_MS",
+    "DIMENSIONS",
+    "ERROR_CLASSES",
+    "LABEL_COLUMNS",
+    "LATENCY_COLUMNS",
+    "REQUESTS_SCHEMA",
+    "ROLLUP_DIMENSIONS",
+    "ROLLUP_LATENCIES",
+    "STATUSES",
+    "TOKEN_COLUMNS",
+    "bucket_bounds",
+    "latency_bucket",
+]
+
+LABEL_COLUMNS = (
+    "tenant",
+    "service",
+    "model",
+    "model_version",
+    "region",
+    "zone",
+    "node",
+    "client_app",
+    "client_os",
+    "network",
+    "ab_group",
+    "request_type",
+)
+"""Who and where a request came from: free-form strings, '' when unknown."""
+
+DIMENSIONS = (*LABEL_COLUMNS, "status", "error_class", "finish_reason")
+"""Columns people group and filter by. ``attrs['key']`` adds any further label."""
+
+ROLLUP_DIMENSIONS = (
+    "tenant",
+    "service",
+    "model",
+    "model_version",
+    "region",
+    "zone",
+    "ab_group",
+    "request_type",
+    "is_probe",
+)
+"""The dimensions kept by the per-minute and per-hour rollups."""
+
+LATENCY_COLUMNS = ("queue_ms", "ttft_ms", "e2e_ms", "tpot_ms", "itl_p99_ms")
+ROLLUP_LATENCIES = ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")
+TOKEN_COLUMNS = ("prompt_tokens", "output_tokens", "cached_prompt_tokens", "max_context_tokens")
+
+STATUSES = ("ok", "error", "rejected")
+ERROR_CLASSES = (
+    "timeout",
+    "rate_limited",
+    "overloaded",
+    "server_error",
+    "client_error",
+    "safety_block",
+    "format_error",
+    "truncated",
+    "hallucination_flag",
+    "logit_anomaly",
+    "cancelled",
+)
+
+_TS = pa.timestamp("ms", tz="UTC")
+
+REQUESTS_SCHEMA = pa.schema(
+    [
+        pa.field("ts", _TS, nullable=False),
+        pa.field("request_id", pa.string(), nullable=False),
+        *(pa.field(name, pa.string(), nullable=False) for name in LABEL_COLUMNS),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("error_class", pa.string(), nullable=False),
+        pa.field("http_status", pa.uint16(), nullable=False),
+        pa.field("finish_reason", pa.string(), nullable=False),
+        pa.field("is_probe", pa.bool_(), nullable=False),
+        *(pa.field(name, pa.float32()) for name in LATENCY_COLUMNS),
+        *(pa.field(name, pa.uint32()) for name in TOKEN_COLUMNS),
+        pa.field("consistency_score", pa.float32()),
+        pa.field("hallucination", pa.float32()),
+        pa.field("attrs", pa.map_(pa.string(), pa.string()), nullable=False),
+    ]
+)
+"""Arrow schema of one `requests` row: units are in the names (ms, tokens)."""
+
+BUCKET_MIN_MS = 0.01
+"""Latencies below this many milliseconds fall in histogram bucket 0."""
+BUCKET_GROWTH = 1.02
+"""Each histogram bucket is this factor wider than the last (2% of value)."""
+
+
+def latency_bucket(values_ms: np.ndarray) -> np.ndarray:
+    """Histogram bucket of each latency, as the rollups compute it in SQL."""
+    values = np.asarray(values_ms, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.floor(np.log(values / BUCKET_MIN_MS) / math.log(BUCKET_GROWTH)) + 1
+    return np.where(values < BUCKET_MIN_MS, 0, np.minimum(k, 65535)).astype(np.uint16)
+
+
+def bucket_bounds(bucket: int) -> tuple[float, float]:
+    """The half-open value range ``[low, high)`` in ms of a histogram bucket."""
+    if bucket == 0:
+        return 0.0, BUCKET_MIN_MS
+    return BUCKET_MIN_MS * BUCKET_GROWTH ** (bucket - 1), BUCKET_MIN_MS * BUCKET_GROWTH**bucket

@@ -1,0 +1,59 @@
+"""The one interface every storage backend implements."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import pyarrow as pa
+
+__all__ = ["Capabilities", "Parameters", "Settings", "Store"]
+
+Parameters = Mapping[str, Any]
+Settings = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, so callers never test for a backend by name."""
+
+    dialect: str
+    """SQL dialect of the backend, as sqlglot names it: ``clickhouse`` or ``duckdb``."""
+    materialized_views: bool
+    """Rollups are filled at insert time (otherwise they are views computed at query time)."""
+    aggregate_states: bool
+    """Mergeable aggregate states (``-State``/``-Merge``) can be stored and merged."""
+    concurrent_writers: bool
+    """Several processes may write at once."""
+    query_settings: bool
+    """Per-query settings such as ``max_execution_time`` or ``readonly`` are honoured."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A database holding the warehouse's tables.
+
+    Parameters are bound by the database itself, never formatted into SQL: ClickHouse
+    stores take ``{name:Type}`` placeholders, DuckDB takes ``$name``.
+    """
+
+    url: str
+    database: str
+    capabilities: Capabilities
+
+    def command(
+        self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
+    ) -> None:
+        """Run a statement that returns no rows (DDL, INSERT ... SELECT, SET)."""
+
+    def query_arrow(
+        self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
+    ) -> pa.Table:
+        """Run a query and return its result as an Arrow table."""
+
+    def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
+        """Append an Arrow table to ``table`` (unqualified, in this store's database)."""
+
+    def close(self) -> None:
+        """Release connections."""

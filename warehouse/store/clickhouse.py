@@ -1,0 +1,186 @@
+"""ClickHouse stores: a server over HTTP, or the engine in-process through chdb.
+
+Both speak the same dialect through the same client library (clickhouse-connect);
+they differ only in transport and in whether other processes can reach the data.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import clickhouse_connect
+import pyarrow as pa
+from clickhouse_connect.driver import exceptions as ch_errors
+
+from warehouse.errors import ConfigError, StoreError, StoreUnavailable
+from warehouse.store.base import Capabilities, Parameters, Settings
+from warehouse.store.url import StoreURL
+
+__all__ = ["ClickHouseStore", "open_chdb", "open_http"]
+
+SERVER = Capabilities(
+    dialect="clickhouse",
+    materialized_views=True,
+    aggregate_states=True,
+    concurrent_writers=True,
+    query_settings=True,
+)
+IN_PROCESS = Capabilities(
+    dialect="clickhouse",
+    materialized_views=True,
+    aggregate_states=True,
+    concurrent_writers=False,
+    query_settings=True,
+)
+
+_CODE = re.compile(
+    r"Code: (\d+)\. DB::Exception: (.*?)(?: \(([A-Z_]+)\))?(?: \(version [^)]*\))?\s*$", re.S
+)
+
+
+class ClickHouseStore:
+    """A :class:`~warehouse.store.base.Store` on a clickhouse-connect client."""
+
+    def __init__(self, client: Any, url: StoreURL, capabilities: Capabilities):
+        self._client = client
+        self.url = url.redacted()
+        self.database = url.database
+        self.capabilities = capabilities
+        # Unqualified names resolve in the warehouse's database once it exists; until
+        # `migrate up` creates it, the session stays on `default`.
+        self._database_missing = not self._use_database()
+
+    def command(
+        self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
+    ) -> None:
+        with _translated_errors():
+            self._client.command(sql, parameters=parameters, settings=_settings(settings))
+        if self._database_missing and sql.lstrip()[:15].upper() == "CREATE DATABASE":
+            self._database_missing = not self._use_database()
+
+    def query_arrow(
+        self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
+    ) -> pa.Table:
+        with _translated_errors():
+            return self._client.query_arrow(
+                sql, parameters=parameters, settings=_settings(settings), use_strings=True
+            )
+
+    def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
+        with _translated_errors():
+            self._client.insert_arrow(
+                table, data, database=self.database, settings=_settings(settings)
+            )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _use_database(self) -> bool:
+        self._client.database = "default"
+        with _translated_errors():
+            found = self._client.command(
+                "SELECT count() FROM system.databases WHERE name = {name:String}",
+                parameters={"name": self.database},
+            )
+        if found:
+            self._client.database = self.database
+        return bool(found)
+
+
+def open_http(url: StoreURL) -> ClickHouseStore:
+    """Connect to a ClickHouse server over HTTP(S)."""
+    with _translated_errors():
+        client = clickhouse_connect.get_client(
+            host=url.host,
+            port=url.port,
+            username=url.username or "default",
+            password=url.password,
+            secure=url.secure,
+            database="default",
+            settings={"date_time_input_format": "best_effort"},
+            **_client_options(url),
+        )
+    return ClickHouseStore(client, url, SERVER)
+
+
+_chdb_lock = threading.Lock()
+_chdb_clients: dict[str, Any] = {}
+
+
+def open_chdb(url: StoreURL) -> ClickHouseStore:
+    """Open ClickHouse in this process on the data directory ``url.path``.
+
+    chdb allows one data directory per process; opening a second, different one is a
+    configuration error rather than a silent switch.
+    """
+    path = url.path or ":memory:"
+    with _chdb_lock:
+        client = _chdb_clients.get(path)
+        if client is None:
+            if _chdb_clients:
+                (held,) = _chdb_clients
+                raise ConfigError(
+                    f"chdb already holds {held!r} in this process; one in-process ClickHouse "
+                    f"data directory per process, so {path!r} cannot be opened too"
+                )
+            with _translated_errors():
+                client = clickhouse_connect.get_client(
+                    interface="chdb", path=None if path == ":memory:" else path
+                )
+            _chdb_clients[path] = client
+    return _SharedClientStore(client, url, IN_PROCESS)
+
+
+class _SharedClientStore(ClickHouseStore):
+    """The in-process engine outlives each store object: closing one must not close it."""
+
+    def close(self) -> None:
+        pass
+
+
+def _client_options(url: StoreURL) -> dict[str, Any]:
+    known = {"connect_timeout": int, "send_receive_timeout": int, "verify": _boolean}
+    options: dict[str, Any] = {}
+    for key, value in url.options:
+        if key not in known:
+            raise ConfigError(
+                f"unknown store URL option {key!r}; known: {', '.join(sorted(known))}"
+            )
+        options[key] = known[key](value)
+    return options
+
+
+def _boolean(value: str) -> bool:
+    return value.lower() in ("1", "true", "yes", "on")
+
+
+def _settings(settings: Settings | None) -> dict[str, Any] | None:
+    return dict(settings) if settings else None
+
+
+class _translated_errors:
+    """Turn clickhouse-connect exceptions into the warehouse's own, keeping the database's text."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not isinstance(exc, ch_errors.Error | RuntimeError):
+            return False
+        text = str(exc)
+        if isinstance(exc, ch_errors.OperationalError) and "Code:" not in text:
+            raise StoreUnavailable(f"ClickHouse is unreachable: {_first_line(text)}") from exc
+        match = _CODE.search(text)
+        if match:
+            code, message, name = int(match.group(1)), match.group(2).strip(), match.group(3)
+            label = f" ({name})" if name else ""
+            raise StoreError(
+                f"ClickHouse error {code}{label}: {message}", database_message=message, code=code
+            ) from exc
+        raise StoreError(f"ClickHouse error: {_first_line(text)}") from exc
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "no details"

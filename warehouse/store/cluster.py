@@ -1,0 +1,109 @@
+"""Render single-node ClickHouse migrations for a cluster.
+
+For cluster ``c`` every MergeTree table ``db.t`` becomes
+
+* ``db.t_local ON CLUSTER c`` with the Replicated variant of its engine (the table's
+  ZooKeeper path ``/clickhouse/tables/{shard}/db/t_local``, replica ``{replica}``,
+  then the engine's own parameters), holding this shard's rows, and
+* ``db.t ON CLUSTER c AS db.t_local ENGINE = Distributed(c, db, t_local, key)``, which
+  splits inserts between shards by the key named in the file's ``-- sharding_key:``
+  line and answers queries over all of them.
+
+Materialized views read and write the local tables, so each shard rolls up its own
+rows and the Distributed rollup tables merge the states across shards at query time.
+The ``{shard}`` and ``{replica}`` macros come from each server's configuration.
+"""
+
+from __future__ import annotations
+
+import re
+
+from warehouse.errors import MigrationError
+
+__all__ = ["LOCAL_SUFFIX", "render_for_cluster"]
+
+LOCAL_SUFFIX = "_local"
+
+_CREATE_DATABASE = re.compile(r"^CREATE DATABASE IF NOT EXISTS (\w+)\s*$", re.I)
+_CREATE_TABLE = re.compile(r"^(CREATE TABLE IF NOT EXISTS) (\w+)\.(\w+)(.*)$", re.I | re.S)
+_CREATE_VIEW = re.compile(
+    r"^(CREATE MATERIALIZED VIEW IF NOT EXISTS) (\w+)\.(\w+)(.*)$", re.I | re.S
+)
+_ALTER_TABLE = re.compile(r"^(ALTER TABLE) (\w+)\.(\w+)(.*)$", re.I | re.S)
+_ENGINE = re.compile(r"ENGINE\s*=\s*(\w*)MergeTree\b(?:\s*\(([^)]*)\))?", re.I)
+_SHARDING_KEY = re.compile(r"^\s*--\s*sharding_key:\s*(.+?)\s*$", re.M)
+_COLUMN_CHANGE = re.compile(r"^\s*(ADD|DROP|MODIFY|RENAME|COMMENT) COLUMN\b", re.I)
+
+
+def render_for_cluster(statements: list[str], cluster: str, database: str) -> list[str]:
+    """Turn single-node statements into ``ON CLUSTER`` statements with Replicated engines
+    and Distributed tables. Raises :class:`MigrationError` on a statement it cannot render
+    rather than passing it through unchanged."""
+    if not re.fullmatch(r"[A-Za-z_][\w]*", cluster):
+        raise MigrationError(f"invalid cluster name {cluster!r}")
+    code = [_strip_comments(s) for s in statements]
+    sharded = {
+        match.group(3)
+        for statement in code
+        if (match := _CREATE_TABLE.match(statement)) and _ENGINE.search(statement)
+    }
+    rendered: list[str] = []
+    for statement, body in zip(statements, code, strict=True):
+        rendered.extend(_render(statement, body, cluster, database, sharded))
+    return rendered
+
+
+def _render(statement: str, body: str, cluster: str, database: str, sharded: set[str]) -> list[str]:
+    on = f" ON CLUSTER {cluster}"
+    if match := _CREATE_DATABASE.match(body):
+        return [f"{body}{on}"]
+    if (match := _CREATE_TABLE.match(body)) and match.group(3) in sharded:
+        verb, db, table, rest = match.groups()
+        local = f"{table}{LOCAL_SUFFIX}"
+        rest = _replicated_engine(_localize(rest, database, sharded), db, local)
+        key = _SHARDING_KEY.search(statement)
+        if key is None:
+            raise MigrationError(
+                f"{db}.{table} has no '-- sharding_key:' line to render for a cluster"
+            )
+        return [
+            f"{verb} {db}.{local}{on}{rest}",
+            f"{verb} {db}.{table}{on} AS {db}.{local} "
+            f"ENGINE = Distributed({cluster}, {db}, {local}, {key.group(1)})",
+        ]
+    if match := _CREATE_VIEW.match(body):
+        verb, db, view, rest = match.groups()
+        return [f"{verb} {db}.{view}{on}{_localize(rest, database, sharded)}"]
+    if (match := _ALTER_TABLE.match(body)) and match.group(3) in sharded:
+        verb, db, table, rest = match.groups()
+        local = [f"{verb} {db}.{table}{LOCAL_SUFFIX}{on}{rest}"]
+        if _COLUMN_CHANGE.match(rest):
+            local.append(f"{verb} {db}.{table}{on}{rest}")
+        return local
+    head = " ".join(body.split()[:4])
+    raise MigrationError(f"cannot render this statement for a cluster: {head} ...")
+
+
+def _localize(sql: str, database: str, sharded: set[str]) -> str:
+    """Point references to sharded tables at their local tables."""
+    return re.sub(
+        rf"\b{re.escape(database)}\.(\w+)\b",
+        lambda m: f"{database}.{m.group(1)}{LOCAL_SUFFIX}" if m.group(1) in sharded else m.group(0),
+        sql,
+    )
+
+
+def _replicated_engine(rest: str, db: str, local: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        kind, parameters = match.group(1), (match.group(2) or "").strip()
+        args = f"'/clickhouse/tables/{{shard}}/{db}/{local}', '{{replica}}'"
+        if parameters:
+            args += f", {parameters}"
+        return f"ENGINE = Replicated{kind}MergeTree({args})"
+
+    return _ENGINE.sub(replace, rest, count=1)
+
+
+def _strip_comments(statement: str) -> str:
+    lines = [line for line in statement.splitlines() if not line.strip().startswith("--")]
+    return "\n".join(lines).strip()

@@ -1,0 +1,294 @@
+"""Versioned DDL: ``migrations/<dialect>/NNNN_name.sql``, applied in order and recorded.
+
+Migration files are templates. ``${name}`` is a variable (the database, TTLs,
+histogram edges) and ``${macro:column}`` a dialect macro (the latency bucket
+expression), so one definition in Python is rendered into every backend's SQL. The
+checksum covers the file as written, not as rendered: changing a TTL setting is not an
+edit of an applied migration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from warehouse.config import Config
+from warehouse.errors import ChecksumMismatch, MigrationError, StoreError
+from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS
+from warehouse.store.base import Store
+
+__all__ = [
+    "Migration",
+    "MigrationState",
+    "Migrator",
+    "discover",
+    "migrations_dir",
+    "render",
+    "split_statements",
+]
+
+MIGRATIONS_TABLE = "schema_migrations"
+
+_FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_PLACEHOLDER = re.compile(r"\$\{(\w+)(?::(\w+))?\}")
+
+_MACROS: dict[str, dict[str, Callable[[str], str]]] = {
+    "clickhouse": {
+        "latency_bucket": lambda column: (
+            f"if(assumeNotNull({column}) < {BUCKET_MIN_MS}, toUInt16(0), "
+            f"toUInt16(least(floor(log(assumeNotNull({column}) / {BUCKET_MIN_MS}) "
+            f"/ log({BUCKET_GROWTH})) + 1, 65535)))"
+        ),
+    },
+    "duckdb": {
+        "latency_bucket": lambda column: (
+            f"(CASE WHEN {column} < {BUCKET_MIN_MS} THEN 0 "
+            f"ELSE least(floor(ln({column} / {BUCKET_MIN_MS}) / ln({BUCKET_GROWTH})) + 1, 65535) "
+            "END)::USMALLINT"
+        ),
+    },
+}
+
+_BOOKKEEPING = {
+    "clickhouse": (
+        "CREATE DATABASE IF NOT EXISTS {db}",
+        "CREATE TABLE IF NOT EXISTS {db}.{table} (version UInt32, name String, "
+        "checksum String, applied_at DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY version",
+    ),
+    "duckdb": (
+        "CREATE SCHEMA IF NOT EXISTS {db}",
+        "CREATE TABLE IF NOT EXISTS {db}.{table} (version UINTEGER NOT NULL, name VARCHAR NOT "
+        "NULL, checksum VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One migration file."""
+
+    version: int
+    name: str
+    path: Path
+    text: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class MigrationState:
+    """A migration as ``migrate status`` reports it."""
+
+    version: int
+    name: str
+    state: str
+    """``applied``, ``pending``, ``changed`` (file edited after it was applied) or ``missing``."""
+    applied_at: datetime | None = None
+
+
+def migrations_dir() -> Path:
+    """The ``migrations/`` folder: in the source tree, or packaged inside the wheel."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package.parent / "migrations", package / "_data" / "migrations"):
+        if candidate.is_dir():
+            return candidate
+    raise MigrationError("the migrations folder is missing from this installation")
+
+
+def discover(dialect: str, root: Path | None = None) -> list[Migration]:
+    """The migrations of ``dialect`` in version order; file names are checked."""
+    folder = (root or migrations_dir()) / dialect
+    found: dict[int, Migration] = {}
+    for path in sorted(folder.glob("*.sql")):
+        match = _FILE_NAME.match(path.name)
+        if not match:
+            raise MigrationError(f"{path}: migration files are named NNNN_name.sql")
+        version = int(match.group(1))
+        if version in found:
+            raise MigrationError(f"{path}: version {version} is used twice")
+        found[version] = Migration(version, match.group(2), path, path.read_text())
+    return [found[v] for v in sorted(found)]
+
+
+def template_variables(config: Config, database: str) -> dict[str, object]:
+    """The values migration templates may use."""
+    return {
+        "db": database,
+        "bucket_min_ms": BUCKET_MIN_MS,
+        "bucket_growth": BUCKET_GROWTH,
+        **config.ttl_variables(),
+    }
+
+
+def render(text: str, dialect: str, variables: Mapping[str, object]) -> list[str]:
+    """Fill a migration template and split it into statements."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name, argument = match.group(1), match.group(2)
+        if argument is not None:
+            macro = _MACROS[dialect].get(name)
+            if macro is None:
+                raise MigrationError(f"unknown macro ${{{name}:...}} for {dialect}")
+            return macro(argument)
+        if name not in variables:
+            raise MigrationError(f"unknown template variable ${{{name}}}")
+        return str(variables[name])
+
+    return split_statements(_PLACEHOLDER.sub(substitute, text))
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split SQL on semicolons outside quotes and comments; drop comment-only pieces.
+
+    Comments stay with the statement they precede (``-- sharding_key:`` lines are read
+    from there).
+    """
+    statements, current = [], []
+    quote: str | None = None
+    i = 0
+    while i < len(sql):
+        char = sql[i]
+        if quote:
+            current.append(char)
+            if char == "\\" and i + 1 < len(sql):
+                current.append(sql[i + 1])
+                i += 1
+            elif char == quote:
+                quote = None
+        elif char in "'\"`":
+            quote = char
+            current.append(char)
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            end = len(sql) if end == -1 else end
+            current.append(sql[i:end])
+            i = end - 1
+        elif char == ";":
+            statements.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        i += 1
+    statements.append("".join(current))
+    return [s.strip() for s in statements if _has_code(s)]
+
+
+def _has_code(statement: str) -> bool:
+    return any(
+        line.strip() and not line.strip().startswith("--") for line in statement.splitlines()
+    )
+
+
+class Migrator:
+    """Applies a dialect's migrations to a store and records them."""
+
+    def __init__(self, store: Store, config: Config | None = None, root: Path | None = None):
+        self.store = store
+        self.dialect = store.capabilities.dialect
+        self.variables = template_variables(config or Config(), store.database)
+        self.migrations = discover(self.dialect, root)
+
+    def status(self) -> list[MigrationState]:
+        applied = self._applied()
+        states = []
+        for migration in self.migrations:
+            record = applied.pop(migration.version, None)
+            if record is None:
+                states.append(MigrationState(migration.version, migration.name, "pending"))
+            else:
+                state = "applied" if record["checksum"] == migration.checksum else "changed"
+                states.append(
+                    MigrationState(migration.version, migration.name, state, record["applied_at"])
+                )
+        for version, record in sorted(applied.items()):
+            states.append(MigrationState(version, record["name"], "missing", record["applied_at"]))
+        return states
+
+    def pending(self) -> list[Migration]:
+        """Migrations not applied yet; refuses when an applied file was edited."""
+        self._check_unchanged()
+        applied = self._applied()
+        return [m for m in self.migrations if m.version not in applied]
+
+    def statements(self, migration: Migration) -> list[str]:
+        return render(migration.text, self.dialect, self.variables)
+
+    def up(self, on_statement: Callable[[Migration, str], None] | None = None) -> list[Migration]:
+        """Apply pending migrations in order; each is recorded once all its statements ran.
+
+        Statements are idempotent (``IF NOT EXISTS``), so a migration interrupted half
+        way is simply run again.
+        """
+        self._bootstrap()
+        done = []
+        for migration in self.pending():
+            for number, statement in enumerate(self.statements(migration), start=1):
+                if on_statement:
+                    on_statement(migration, statement)
+                try:
+                    self.store.command(statement)
+                except StoreError as exc:
+                    raise MigrationError(
+                        f"{migration.path.name}, statement {number}: {exc}",
+                        database_message=exc.database_message,
+                        code=exc.code,
+                    ) from exc
+            self._record(migration)
+            done.append(migration)
+        return done
+
+    def _check_unchanged(self) -> None:
+        changed = [s for s in self.status() if s.state == "changed"]
+        if changed:
+            names = ", ".join(f"{s.version:04d}_{s.name}.sql" for s in changed)
+            raise ChecksumMismatch(
+                f"applied migration(s) {names} were edited since they were applied; restore "
+                "the files, or put the change in a new migration"
+            )
+
+    def _applied(self) -> dict[int, dict]:
+        # Read-only on purpose: `plan` and `status` must not create anything.
+        exists = self.store.query_arrow(
+            "SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = "
+            f"'{self.store.database}' AND table_name = '{MIGRATIONS_TABLE}'"
+        )
+        if exists.column("n")[0].as_py() == 0:
+            return {}
+        table = self.store.query_arrow(
+            f"SELECT version, name, checksum, applied_at FROM {self._table} ORDER BY version"
+        )
+        return {row["version"]: row for row in table.to_pylist()}
+
+    def _record(self, migration: Migration) -> None:
+        row = pa.table(
+            {
+                "version": pa.array([migration.version], pa.uint32()),
+                "name": [migration.name],
+                "checksum": [migration.checksum],
+                "applied_at": pa.array([datetime.now(UTC)], pa.timestamp("ms", tz="UTC")),
+            }
+        )
+        self.store.insert_arrow(MIGRATIONS_TABLE, row)
+
+    @property
+    def _table(self) -> str:
+        return f"{self.store.database}.{MIGRATIONS_TABLE}"
+
+    def _bootstrap(self) -> None:
+        for statement in _BOOKKEEPING[self.dialect]:
+            self.store.command(statement.format(db=self.store.database, table=MIGRATIONS_TABLE))
+
+
+def iter_plan(migrator: Migrator, migrations: list[Migration]) -> Iterator[tuple[Migration, str]]:
+    """Each statement of ``migrations``, rendered, in order."""
+    for migration in migrations:
+        for statement in migrator.statements(migration):
+            yield migration, statement
