@@ -24,6 +24,7 @@ __all__ = [
     "STATUSES",
     "TOKEN_COLUMNS",
     "bucket_bounds",
+    "histogram_share_below",
     "latency_bucket",
 ]
 
@@ -118,3 +119,23 @@ def bucket_bounds(bucket: int) -> tuple[float, float]:
     if bucket == 0:
         return 0.0, BUCKET_MIN_MS
     return BUCKET_MIN_MS * BUCKET_GROWTH ** (bucket - 1), BUCKET_MIN_MS * BUCKET_GROWTH**bucket
+
+
+def histogram_share_below(histogram: dict[int, int], threshold_ms: float) -> float:
+    """Share of values below ``threshold_ms`` from a bucket histogram (bucket -> count).
+
+    Whole buckets below the threshold count fully; the bucket holding it counts in
+    proportion to where the threshold falls inside it (values are taken as spread
+    evenly within a bucket), so the error is at most that one bucket's share.
+    """
+    total = sum(histogram.values())
+    if total == 0:
+        return float("nan")
+    below = 0.0
+    for bucket, count in histogram.items():
+        low, high = bucket_bounds(bucket)
+        if high <= threshold_ms:
+            below += count
+        elif low < threshold_ms:
+            below += count * (threshold_ms - low) / (high - low)
+    return below / total

@@ -75,7 +75,7 @@ def start_server(
     A port of 0 picks a free one. ``extra_config`` is XML placed inside
     ``<clickhouse>`` (for instance a ``<remote_servers>`` section).
     """
-    if importlib.util.find_spec("chdb") is None:
+    if not _chdb_installed():
         raise ChdbMissing(
             f"chdb-core is not installed, and it carries the embedded ClickHouse: "
             f"pip install '{CHDB_REQUIREMENT}'"
@@ -125,6 +125,13 @@ def start_server(
         f"the embedded ClickHouse did not answer /ping on port {http_port} within "
         f"{timeout:.0f}s; see {log_path}"
     )
+
+
+def _chdb_installed() -> bool:
+    try:
+        return importlib.util.find_spec("chdb") is not None
+    except (ImportError, ValueError):  # ValueError: a module blocked in sys.modules
+        return False
 
 
 def server_status(data_dir: str | Path) -> ServerInfo | None:

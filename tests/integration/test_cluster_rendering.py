@@ -1,0 +1,98 @@
+"""`migrate plan --cluster`: every statement parses in ClickHouse and the engines are right.
+
+No Keeper runs here, so ON CLUSTER DDL cannot execute; ClickHouse's own parser
+(`formatQuery`) checks each rendered statement instead.
+"""
+
+import re
+
+import pytest
+
+from warehouse.config import Config
+from warehouse.errors import MigrationError
+from warehouse.store import open_store
+from warehouse.store.cluster import render_for_cluster
+from warehouse.store.migrations import discover, render, template_variables
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[str]:
+    variables = template_variables(Config(), "llmwh")
+    statements = [
+        s for m in discover("clickhouse") for s in render(m.text, "clickhouse", variables)
+    ]
+    return render_for_cluster(statements, "c2", "llmwh")
+
+
+@pytest.fixture(scope="module")
+def parser(chdb_path):
+    store = open_store(f"chdb://{chdb_path}")
+
+    def format_query(sql: str) -> str:
+        result = store.query_arrow("SELECT formatQuery({sql:String}) AS q", {"sql": sql})
+        return result.column("q")[0].as_py()
+
+    return format_query
+
+
+def test_every_rendered_statement_is_accepted_by_clickhouse_parser(rendered, parser):
+    for statement in rendered:
+        assert "ON CLUSTER c2" in parser(statement)
+
+
+def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendered, parser):
+    local = {}
+    distributed = {}
+    for statement in map(parser, rendered):
+        if m := re.search(
+            r"CREATE TABLE IF NOT EXISTS llmwh\.(\w+)_local ON CLUSTER c2", statement
+        ):
+            local[m.group(1)] = statement
+        elif m := re.search(r"CREATE TABLE IF NOT EXISTS llmwh\.(\w+) ON CLUSTER c2", statement):
+            distributed[m.group(1)] = statement
+    assert (
+        set(local)
+        == set(distributed)
+        == {
+            "requests",
+            "series",
+            "samples",
+            "metric_metadata",
+            "requests_1m",
+            "requests_1h",
+        }
+    )
+    for table, statement in local.items():
+        engine = re.search(
+            r"ENGINE = (Replicated\w*MergeTree)\('([^']*)', '([^']*)'(.*?)\)\n", statement
+        )
+        assert engine, statement
+        assert engine.group(2) == f"/clickhouse/tables/{{shard}}/llmwh/{table}_local"
+        assert engine.group(3) == "{replica}"
+    assert "ReplicatedReplacingMergeTree(" in local["metric_metadata"]
+    assert local["metric_metadata"].split("ENGINE = ")[1].split(")")[0].endswith("updated_at")
+    assert "ReplicatedAggregatingMergeTree(" in local["requests_1m"]
+    assert "AS llmwh.requests_1m_local" in local["requests_1h"]
+    assert (
+        "Distributed(c2, llmwh, requests_local, cityHash64(request_id))" in distributed["requests"]
+    )
+    assert "Distributed(c2, llmwh, samples_local, cityHash64(id))" in distributed["samples"]
+
+
+def test_materialized_views_read_and_write_local_tables(rendered, parser):
+    views = [parser(s) for s in rendered if "MATERIALIZED VIEW" in s]
+    assert len(views) == 2
+    minute, hour = views
+    assert "TO llmwh.requests_1m_local" in minute and "FROM llmwh.requests_local" in minute
+    assert "TO llmwh.requests_1h_local" in hour and "FROM llmwh.requests_1m_local" in hour
+
+
+def test_a_table_without_sharding_key_is_refused():
+    statement = "CREATE TABLE IF NOT EXISTS llmwh.t (a UInt8) ENGINE = MergeTree ORDER BY a"
+    with pytest.raises(MigrationError, match="sharding_key"):
+        render_for_cluster([statement], "c2", "llmwh")
+
+
+def test_unknown_statements_are_refused_not_passed_through():
+    with pytest.raises(MigrationError, match="cannot render"):
+        render_for_cluster(["INSERT INTO llmwh.t VALUES (1)"], "c2", "llmwh")
