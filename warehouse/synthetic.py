@@ -31,7 +31,8 @@ REGIONS = {"hz": ("hz-a", "hz-b"), "sh": ("sh-a", "sh-b", "sh-c"), "us-east": ("
 CLIENT_APPS = ("web", "ios", "android", "api-sdk", "ide-plugin")
 CLIENT_OS = ("linux", "macos", "windows", "ios", "android")
 NETWORKS = ("wifi", "4g", "5g", "ethernet")
-REQUEST_TYPES = ("chat", "completion", "tool_call", "batch")
+SERVICE_REQUEST_TYPES = ("chat", "completion", "rerank", "batch", "completion")
+"""The request type each of SERVICES mostly sees (some requests are tool calls)."""
 AB_GROUPS = ("control", "treatment")
 GPUS = ("a100", "h100", "l40s")
 
@@ -46,9 +47,19 @@ def synthetic_requests(
     start_ms = int(start.timestamp() * 1000)
     ts = np.sort(start_ms + rng.integers(0, int(span.total_seconds() * 1000), n))
 
-    tenant = _skewed(rng, TENANTS, n, 1.1)
+    # Dimensions are correlated as in real fleets: each tenant calls two services and
+    # two models of its own, mostly the first of each; the service sets the request
+    # type; most traffic runs on a model's current version.
+    tenant_idx = _skewed_index(rng, len(TENANTS), n, 1.1)
+    tenant = np.array(TENANTS, dtype=object)[tenant_idx]
     model_names = list(MODELS)
-    model_idx = _skewed_index(rng, len(model_names), n, 0.8)
+    tenant_services = np.array([rng.permutation(len(SERVICES))[:2] for _ in TENANTS])
+    tenant_models = np.array([rng.permutation(len(model_names))[:2] for _ in TENANTS])
+    secondary = (rng.random(n) < 0.2).astype(int)
+    service_idx = tenant_services[tenant_idx, secondary]
+    model_idx = tenant_models[tenant_idx, (rng.random(n) < 0.25).astype(int)]
+    request_type = np.array(SERVICE_REQUEST_TYPES, dtype=object)[service_idx]
+    request_type[rng.random(n) < 0.1] = "tool_call"
     region_names = list(REGIONS)
     region_idx = _skewed_index(rng, len(region_names), n, 0.5)
     zone = np.empty(n, dtype=object)
@@ -96,9 +107,9 @@ def synthetic_requests(
         "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
         "request_id": pa.array(_request_ids(rng, seed, n)),
         "tenant": tenant,
-        "service": _skewed(rng, SERVICES, n, 0.7),
+        "service": np.array(SERVICES, dtype=object)[service_idx],
         "model": np.array(model_names, dtype=object)[model_idx],
-        "model_version": np.where(rng.random(n) < 0.8, "v1", "v2").astype(object),
+        "model_version": np.where(rng.random(n) < 0.95, "v2", "v1").astype(object),
         "region": np.array(region_names, dtype=object)[region_idx],
         "zone": zone,
         "node": node,
@@ -106,7 +117,7 @@ def synthetic_requests(
         "client_os": _skewed(rng, CLIENT_OS, n, 0.4),
         "network": _skewed(rng, NETWORKS, n, 0.5),
         "ab_group": rng.choice(AB_GROUPS, n).astype(object),
-        "request_type": _skewed(rng, REQUEST_TYPES, n, 0.9),
+        "request_type": request_type,
         "status": status,
         "error_class": error_class,
         "http_status": http_status,

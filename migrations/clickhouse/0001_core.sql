@@ -52,8 +52,19 @@ CREATE TABLE IF NOT EXISTS ${db}.requests
     consistency_score    Nullable(Float32) CODEC(ZSTD(1)),
     hallucination        Nullable(Float32) CODEC(ZSTD(1)),
     attrs                Map(LowCardinality(String), String) CODEC(ZSTD(3)),
-    -- Rejects garbage at the door rather than at query time.
-    CONSTRAINT status_known CHECK status IN ('ok', 'error', 'rejected')
+    -- Garbage is refused at the door (the whole insert fails, naming the constraint)
+    -- rather than skewing every statistic later; the rollups' bucket arithmetic
+    -- also needs finite, non-negative latencies.
+    CONSTRAINT status_known CHECK status IN ('ok', 'error', 'rejected'),
+    CONSTRAINT latencies_finite_non_negative CHECK
+        isFinite(ifNull(queue_ms, 0)) AND ifNull(queue_ms, 0) >= 0
+        AND isFinite(ifNull(ttft_ms, 0)) AND ifNull(ttft_ms, 0) >= 0
+        AND isFinite(ifNull(e2e_ms, 0)) AND ifNull(e2e_ms, 0) >= 0
+        AND isFinite(ifNull(tpot_ms, 0)) AND ifNull(tpot_ms, 0) >= 0
+        AND isFinite(ifNull(itl_p99_ms, 0)) AND ifNull(itl_p99_ms, 0) >= 0,
+    CONSTRAINT cached_within_prompt CHECK
+        cached_prompt_tokens IS NULL OR prompt_tokens IS NULL
+        OR cached_prompt_tokens <= prompt_tokens
 )
 ENGINE = MergeTree
 PARTITION BY toDate(ts)

@@ -27,18 +27,19 @@ CREATE TABLE IF NOT EXISTS ${db}.requests
     http_status          USMALLINT NOT NULL DEFAULT 0,
     finish_reason        VARCHAR NOT NULL DEFAULT '',
     is_probe             BOOLEAN NOT NULL DEFAULT false,
-    queue_ms             FLOAT,
-    ttft_ms              FLOAT,
-    e2e_ms               FLOAT,
-    tpot_ms              FLOAT,
-    itl_p99_ms           FLOAT,
+    queue_ms             FLOAT CHECK (queue_ms >= 0 AND isfinite(queue_ms)),
+    ttft_ms              FLOAT CHECK (ttft_ms >= 0 AND isfinite(ttft_ms)),
+    e2e_ms               FLOAT CHECK (e2e_ms >= 0 AND isfinite(e2e_ms)),
+    tpot_ms              FLOAT CHECK (tpot_ms >= 0 AND isfinite(tpot_ms)),
+    itl_p99_ms           FLOAT CHECK (itl_p99_ms >= 0 AND isfinite(itl_p99_ms)),
     prompt_tokens        UINTEGER,
     output_tokens        UINTEGER,
     cached_prompt_tokens UINTEGER,
     max_context_tokens   UINTEGER,
     consistency_score    FLOAT,
     hallucination        FLOAT,
-    attrs                MAP(VARCHAR, VARCHAR) NOT NULL DEFAULT MAP {}
+    attrs                MAP(VARCHAR, VARCHAR) NOT NULL DEFAULT MAP {},
+    CONSTRAINT cached_within_prompt CHECK (cached_prompt_tokens <= prompt_tokens)
 );
 
 CREATE TABLE IF NOT EXISTS ${db}.series

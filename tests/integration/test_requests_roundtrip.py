@@ -4,6 +4,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from warehouse.errors import StoreError
 from warehouse.model import REQUESTS_SCHEMA
 from warehouse.synthetic import synthetic_requests
 
@@ -38,13 +39,26 @@ def test_nulls_and_map_labels_survive(migrated, requests_100k):
     assert back.column("attrs").to_pylist() == sample.column("attrs").to_pylist()
 
 
-def test_an_unknown_status_is_refused_and_nothing_is_written(migrated, requests_100k):
-    bad = requests_100k.slice(0, 10).set_column(
-        REQUESTS_SCHEMA.get_field_index("status"),
-        REQUESTS_SCHEMA.field("status"),
-        pa.array(["ok"] * 9 + ["exploded"]),
+@pytest.mark.parametrize(
+    ("column", "bad_value", "named"),
+    [
+        ("status", "exploded", "status"),
+        ("ttft_ms", float("nan"), "ttft_ms"),
+        ("ttft_ms", float("inf"), "ttft_ms"),
+        ("e2e_ms", -5.0, "e2e_ms"),
+        ("cached_prompt_tokens", 4_000_000_000, "cached_within_prompt|cached_prompt_tokens"),
+    ],
+)
+def test_garbage_is_refused_and_nothing_of_the_insert_is_written(
+    migrated, requests_100k, column, bad_value, named
+):
+    batch = requests_100k.slice(0, 10)
+    index = REQUESTS_SCHEMA.get_field_index(column)
+    values = [*batch.column(column).to_pylist()[:9], bad_value]
+    bad = batch.set_column(
+        index, REQUESTS_SCHEMA.field(column), pa.array(values, batch.schema.field(column).type)
     )
-    with pytest.raises(Exception, match="status"):
+    with pytest.raises(StoreError, match=named):
         migrated.insert_arrow("requests", bad)
     count = migrated.query_arrow(f"SELECT count(*) AS n FROM {migrated.database}.requests")
     assert count.column("n")[0].as_py() == 0

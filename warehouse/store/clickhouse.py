@@ -55,27 +55,32 @@ class ClickHouseStore:
     def command(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
     ) -> None:
+        client, settings = self._route(settings)
         with _translated_errors():
-            self._client.command(sql, parameters=parameters, settings=_settings(settings))
+            client.command(sql, parameters=parameters, settings=settings)
         if self._database_missing and sql.lstrip()[:15].upper() == "CREATE DATABASE":
             self._database_missing = not self._use_database()
 
     def query_arrow(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
     ) -> pa.Table:
+        client, settings = self._route(settings)
         with _translated_errors():
-            return self._client.query_arrow(
-                sql, parameters=parameters, settings=_settings(settings), use_strings=True
+            return client.query_arrow(
+                sql, parameters=parameters, settings=settings, use_strings=True
             )
 
     def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
+        client, settings = self._route(settings)
         with _translated_errors():
-            self._client.insert_arrow(
-                table, data, database=self.database, settings=_settings(settings)
-            )
+            client.insert_arrow(table, data, database=self.database, settings=settings)
 
     def close(self) -> None:
         self._client.close()
+
+    def _route(self, settings: Settings | None) -> tuple[Any, dict[str, Any] | None]:
+        """The client to run a call on, and the settings to send with it."""
+        return self._client, dict(settings) if settings else None
 
     def _use_database(self) -> bool:
         self._client.database = "default"
@@ -130,14 +135,43 @@ def open_chdb(url: StoreURL) -> ClickHouseStore:
                     interface="chdb", path=None if path == ":memory:" else path
                 )
             _chdb_clients[path] = client
-    return _SharedClientStore(client, url, IN_PROCESS)
+    return _SharedClientStore(client, url, IN_PROCESS, path)
 
 
 class _SharedClientStore(ClickHouseStore):
-    """The in-process engine outlives each store object: closing one must not close it."""
+    """ClickHouse in-process: one engine per process, shared by every store object.
+
+    chdb applies per-call settings with SET and restores them afterwards, but once
+    ``readonly`` is set nothing can be restored, so it would outlive the call. Calls
+    that ask for ``readonly`` therefore run on a session of their own that is
+    read-only for good.
+    """
+
+    def __init__(self, client: Any, url: StoreURL, capabilities: Capabilities, path: str):
+        super().__init__(client, url, capabilities)
+        self._path = path
+        self._readonly_clients: dict[str, Any] = {}
+
+    def _route(self, settings: Settings | None) -> tuple[Any, dict[str, Any] | None]:
+        remaining = dict(settings or {})
+        level = str(remaining.pop("readonly", "0"))
+        if level == "0":
+            return self._client, remaining or None
+        with _chdb_lock:
+            client = self._readonly_clients.get(level)
+            if client is None:
+                with _translated_errors():
+                    client = clickhouse_connect.get_client(
+                        interface="chdb",
+                        path=None if self._path == ":memory:" else self._path,
+                        settings={"readonly": level},
+                    )
+                self._readonly_clients[level] = client
+        client.database = self._client.database
+        return client, remaining or None
 
     def close(self) -> None:
-        pass
+        pass  # the engine outlives each store object
 
 
 def _client_options(url: StoreURL) -> dict[str, Any]:
@@ -154,10 +188,6 @@ def _client_options(url: StoreURL) -> dict[str, Any]:
 
 def _boolean(value: str) -> bool:
     return value.lower() in ("1", "true", "yes", "on")
-
-
-def _settings(settings: Settings | None) -> dict[str, Any] | None:
-    return dict(settings) if settings else None
 
 
 class _translated_errors:

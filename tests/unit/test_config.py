@@ -1,0 +1,60 @@
+"""Settings: flags beat LLMWH_* variables, which beat llmwh.toml, which beats defaults."""
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from warehouse.config import Config, load_config
+from warehouse.errors import ConfigError
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch, tmp_path):
+    for field in fields(Config):
+        monkeypatch.delenv(f"LLMWH_{field.name.upper()}", raising=False)
+    monkeypatch.delenv("LLMWH_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults_without_any_source():
+    config = load_config()
+    assert config.store is None
+    assert config.requests_ttl_days == 90
+
+
+def test_precedence_flag_then_environment_then_file(tmp_path, monkeypatch):
+    (tmp_path / "llmwh.toml").write_text('requests_ttl_days = 10\nstore = "duckdb:///f"\n')
+    assert load_config().requests_ttl_days == 10
+    monkeypatch.setenv("LLMWH_REQUESTS_TTL_DAYS", "20")
+    assert load_config().requests_ttl_days == 20
+    assert load_config(requests_ttl_days=30).requests_ttl_days == 30
+    assert load_config().store == "duckdb:///f"
+
+
+@pytest.mark.parametrize(
+    ("toml", "complaint"),
+    [
+        ("requests_ttl_days = 'soon'", "must be a whole number"),
+        ("requests_ttl_days = 0", "must be positive"),
+        ("retention = 3", "unknown setting"),
+        ("requests_ttl_days = ", "invalid TOML"),
+    ],
+)
+def test_bad_settings_name_the_setting(tmp_path, toml, complaint):
+    (tmp_path / "llmwh.toml").write_text(toml)
+    with pytest.raises(ConfigError, match=complaint):
+        load_config()
+
+
+def test_a_named_config_file_must_exist(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_every_setting_is_documented_in_the_readme():
+    text = README.read_text()
+    for field in fields(Config):
+        assert f"`{field.name}`" in text, field.name
