@@ -15,6 +15,7 @@ from warehouse.errors import ConfigError, WarehouseError
 from warehouse.store import Store, embedded, open_store
 from warehouse.store.cluster import render_for_cluster
 from warehouse.store.migrations import Migrator, iter_plan
+from warehouse.store.retention import sync_ttls
 
 app = typer.Typer(
     name="llmwh",
@@ -171,10 +172,13 @@ def migrate_up(
         typer.echo(f"applied {len(statements)} statements ON CLUSTER {cluster}")
         return
     applied = migrator.up()
-    if not applied:
+    changes = sync_ttls(target, config)
+    if not applied and not changes:
         typer.echo(f"{target.url}: up to date")
     for migration in applied:
         typer.echo(f"applied {migration.version:04d}_{migration.name}")
+    for change in changes:
+        typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
 
 
 @migrate_app.command("plan")
@@ -238,6 +242,8 @@ def serve(
     try:
         for migration in Migrator(target, config).up():
             typer.echo(f"applied migration {migration.version:04d}_{migration.name}")
+        for change in sync_ttls(target, config):
+            typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
         typer.echo(
             f"warehouse ready: {target.url}\n"
             f"  try: llmwh migrate status --store {target.url}\n"

@@ -10,6 +10,7 @@ import pyarrow as pa
 from warehouse.config import Config
 from warehouse.store import Store, open_store
 from warehouse.store.migrations import Migration, Migrator
+from warehouse.store.retention import sync_ttls
 
 __all__ = ["Warehouse", "connect"]
 
@@ -22,8 +23,10 @@ class Warehouse:
         self.config = config or Config()
 
     def migrate(self) -> list[Migration]:
-        """Apply pending schema migrations; returns those applied."""
-        return Migrator(self.store, self.config).up()
+        """Apply pending schema migrations and the TTL settings; returns the migrations applied."""
+        applied = Migrator(self.store, self.config).up()
+        sync_ttls(self.store, self.config)
+        return applied
 
     def insert_requests(self, rows: pa.Table) -> None:
         """Append per-request rows (see :data:`warehouse.model.REQUESTS_SCHEMA`)."""

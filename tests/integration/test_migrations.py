@@ -4,8 +4,10 @@ import shutil
 
 import pytest
 
+from warehouse.config import Config
 from warehouse.errors import ChecksumMismatch
 from warehouse.store.migrations import Migrator, migrations_dir
+from warehouse.store.retention import sync_ttls
 
 TABLES = {
     "requests",
@@ -90,3 +92,26 @@ def test_a_new_migration_file_is_applied_on_top(store, tmp_path):
         f"SELECT * FROM {store.database}.metric_metadata LIMIT 0"
     ).column_names
     assert "note" in names
+
+
+def test_changed_ttl_settings_are_applied_by_the_next_up(migrated):
+    if not migrated.capabilities.ttl:
+        assert sync_ttls(migrated, Config(requests_ttl_days=7)) == []
+        return
+    assert sync_ttls(migrated, Config()) == []
+    changes = sync_ttls(migrated, Config(requests_ttl_days=7, rollup_1h_ttl_days=90))
+    assert {(c.table, c.old_days, c.new_days) for c in changes} == {
+        ("requests", 90, 7),
+        ("requests_1h", 400, 90),
+    }
+    engine = (
+        migrated.query_arrow(
+            "SELECT engine_full FROM system.tables "
+            "WHERE database = {db:String} AND name = 'requests'",
+            {"db": migrated.database},
+        )
+        .column("engine_full")[0]
+        .as_py()
+    )
+    assert "TTL toDateTime(ts) + toIntervalDay(7)" in engine
+    assert sync_ttls(migrated, Config(requests_ttl_days=7, rollup_1h_ttl_days=90)) == []

@@ -28,6 +28,8 @@ class Capabilities:
     """Several processes may write at once."""
     query_settings: bool
     """Per-query settings such as ``max_execution_time`` or ``readonly`` are honoured."""
+    ttl: bool
+    """Tables expire old rows by themselves (otherwise retention is the caller's job)."""
 
 
 @runtime_checkable

@@ -26,6 +26,7 @@ SERVER = Capabilities(
     aggregate_states=True,
     concurrent_writers=True,
     query_settings=True,
+    ttl=True,
 )
 IN_PROCESS = Capabilities(
     dialect="clickhouse",
@@ -33,6 +34,7 @@ IN_PROCESS = Capabilities(
     aggregate_states=True,
     concurrent_writers=False,
     query_settings=True,
+    ttl=True,
 )
 
 _CODE = re.compile(

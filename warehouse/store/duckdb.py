@@ -23,6 +23,7 @@ CAPABILITIES = Capabilities(
     aggregate_states=False,
     concurrent_writers=False,
     query_settings=False,
+    ttl=False,
 )
 
 
