@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from warehouse.config import Config, load_config
-from warehouse.errors import ConfigError, WarehouseError
+from warehouse.errors import ConfigError, EmbeddedServerError, WarehouseError
 from warehouse.store import Store, embedded, open_store
 from warehouse.store.cluster import render_for_cluster
 from warehouse.store.migrations import Migrator, iter_plan
@@ -161,16 +161,15 @@ def migrate_up(
     cluster: ClusterOption = None,
     config_file: ConfigOption = None,
 ) -> None:
-    """Apply pending migrations in order (idempotent)."""
+    """Apply pending migrations in order (idempotent), then the TTL settings."""
     config = load_config(config_file, store=store, data_dir=data)
     target = _store_for(config)
     migrator = Migrator(target, config)
     if cluster:
-        statements = _cluster_statements(migrator, cluster, migrator.pending())
-        for statement in statements:
-            target.command(statement)
-        typer.echo(f"applied {len(statements)} statements ON CLUSTER {cluster}")
-        return
+        raise ConfigError(
+            "applying migrations to a cluster is not built yet; "
+            f"`llmwh migrate plan --cluster {cluster}` prints the DDL to apply"
+        )
     applied = migrator.up()
     changes = sync_ttls(target, config)
     if not applied and not changes:
@@ -210,8 +209,9 @@ def migrate_plan(
 def _cluster_statements(migrator: Migrator, cluster: str, migrations: list) -> list[str]:
     if migrator.dialect != "clickhouse":
         raise ConfigError("--cluster applies to ClickHouse stores only")
-    statements = [statement for _, statement in iter_plan(migrator, migrations)]
-    return render_for_cluster(statements, cluster, migrator.store.database)
+    every = [statement for _, statement in iter_plan(migrator, migrator.migrations)]
+    chosen = [statement for _, statement in iter_plan(migrator, migrations)]
+    return render_for_cluster(chosen, cluster, migrator.store.database, context=every)
 
 
 # -- llmwh serve --------------------------------------------------------------------------
@@ -227,44 +227,46 @@ def serve(
 ) -> None:
     """Run the warehouse: the embedded ClickHouse (unless --store names one), migrated.
 
-    Runs in the foreground until interrupted, then stops the server it started.
+    Runs in the foreground until Ctrl-C or SIGTERM, then stops the server it started.
     """
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     config = load_config(config_file, store=store, data_dir=data)
     owned = None
     url = config.store
-    if url is None:
-        info = embedded.server_status(config.data_dir)
-        if info is None:
-            info = owned = embedded.start_server(config.data_dir, http_port, tcp_port)
-            typer.echo(f"started the embedded ClickHouse on {info.data_dir} (pid {info.pid})")
-        url = info.store_url()
-    target = open_store(url)
     try:
+        if url is None:
+            info = embedded.server_status(config.data_dir)
+            if info is None:
+                info = owned = embedded.start_server(config.data_dir, http_port, tcp_port)
+                typer.echo(f"started the embedded ClickHouse on {info.data_dir} (pid {info.pid})")
+            url = info.store_url()
+        target = open_store(url)
         for migration in Migrator(target, config).up():
             typer.echo(f"applied migration {migration.version:04d}_{migration.name}")
         for change in sync_ttls(target, config):
             typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
+        target.close()
         typer.echo(
             f"warehouse ready: {target.url}\n"
             f"  try: llmwh migrate status --store {target.url}\n"
-            "Ctrl-C stops it."
+            "Ctrl-C stops it.",
         )
-        _wait_for_signal()
+        while owned is None or embedded.server_status(owned.data_dir) is not None:
+            time.sleep(0.5)
+        owned = None
+        raise EmbeddedServerError(
+            f"the embedded ClickHouse stopped; see {Path(config.data_dir).resolve()}/server.log"
+        )
+    except KeyboardInterrupt:
+        pass
     finally:
-        target.close()
         if owned is not None:
             embedded.stop_server(owned.data_dir)
             typer.echo("stopped the embedded ClickHouse")
 
 
-def _wait_for_signal() -> None:
-    stop: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
-    try:
-        while not stop:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ __all__ = ["Config", "load_config"]
 
 @dataclass(frozen=True)
 class Config:
-    """Resolved settings. Each field's metadata carries its help text."""
+    """Resolved settings; each field's docstring is its help text."""
 
     store: str | None = None
     """Store URL; unset means the embedded server on ``data_dir``."""
@@ -42,13 +42,14 @@ class Config:
 def load_config(config_file: str | Path | None = None, **overrides: Any) -> Config:
     """Resolve settings: ``overrides`` (flags; None means unset) > env > TOML file > defaults."""
     values: dict[str, Any] = {}
-    path = Path(config_file or os.environ.get("LLMWH_CONFIG") or "llmwh.toml")
+    named = config_file or os.environ.get("LLMWH_CONFIG")
+    path = Path(named or "llmwh.toml")
     if path.exists():
         try:
             values.update(tomllib.loads(path.read_text()))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    elif config_file is not None:
+    elif named:
         raise ConfigError(f"config file {path} does not exist")
     for field in fields(Config):
         env = os.environ.get(f"LLMWH_{field.name.upper()}")
@@ -61,13 +62,22 @@ def load_config(config_file: str | Path | None = None, **overrides: Any) -> Conf
         raise ConfigError(
             f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
         )
+    # An empty value (`LLMWH_STORE=`) means "not set": the default applies.
     return Config(
-        **{name: _coerce(name, known[name].type, value) for name, value in values.items()}
+        **{
+            name: _coerce(name, known[name].type, value)
+            for name, value in values.items()
+            if value != ""
+        }
     )
 
 
 def _coerce(name: str, kind: str, value: Any) -> Any:
     if kind == "int":
+        # TOML booleans and floats are refused rather than truncated: `true` would
+        # become a one-day TTL.
+        if isinstance(value, bool | float):
+            raise ConfigError(f"setting {name} must be a whole number, got {value!r}")
         try:
             number = int(value)
         except (TypeError, ValueError):
@@ -75,4 +85,6 @@ def _coerce(name: str, kind: str, value: Any) -> Any:
         if number <= 0:
             raise ConfigError(f"setting {name} must be positive, got {number}")
         return number
-    return None if value in ("", None) else str(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"setting {name} must be a string, got {value!r}")
+    return value

@@ -2,7 +2,8 @@
 -- aggregate states, so the rollups are views computed at query time from `requests`:
 -- the same columns and the same answers as ClickHouse's requests_1m/requests_1h, less
 -- the t-digest states (DuckDB computes exact percentiles from raw rows instead).
--- The histogram buckets use the same edges as ClickHouse (see the ClickHouse file).
+-- The histogram buckets use the same edges as ClickHouse (see the ClickHouse file);
+-- an empty histogram is an empty map, as ClickHouse's sumMap gives, not NULL.
 -- One table macro defines the rollup for any grain; the views name the two grains.
 
 CREATE OR REPLACE MACRO ${db}.requests_rollup(grain) AS TABLE
@@ -12,7 +13,7 @@ SELECT
     count(*)::UBIGINT AS requests,
     count(*) FILTER (WHERE status = 'error')::UBIGINT AS errors,
     count(*) FILTER (WHERE status = 'rejected')::UBIGINT AS rejections,
-    histogram(error_class) FILTER (WHERE error_class <> '') AS errors_by_class,
+    coalesce(histogram(error_class) FILTER (WHERE error_class <> ''), MAP {}) AS errors_by_class,
     coalesce(sum(prompt_tokens), 0)::UBIGINT AS prompt_tokens_sum,
     coalesce(sum(output_tokens), 0)::UBIGINT AS output_tokens_sum,
     coalesce(sum(cached_prompt_tokens), 0)::UBIGINT AS cached_prompt_tokens_sum,
@@ -22,16 +23,16 @@ SELECT
         AS decode_ms_sum,
     coalesce(sum(queue_ms::DOUBLE), 0) AS queue_ms_sum,
     count(queue_ms)::UBIGINT AS queue_ms_count,
-    histogram(${latency_bucket:queue_ms}) FILTER (WHERE queue_ms IS NOT NULL) AS queue_ms_hist,
+    coalesce(histogram(${latency_bucket:queue_ms}) FILTER (WHERE queue_ms IS NOT NULL), MAP {}) AS queue_ms_hist,
     coalesce(sum(ttft_ms::DOUBLE), 0) AS ttft_ms_sum,
     count(ttft_ms)::UBIGINT AS ttft_ms_count,
-    histogram(${latency_bucket:ttft_ms}) FILTER (WHERE ttft_ms IS NOT NULL) AS ttft_ms_hist,
+    coalesce(histogram(${latency_bucket:ttft_ms}) FILTER (WHERE ttft_ms IS NOT NULL), MAP {}) AS ttft_ms_hist,
     coalesce(sum(tpot_ms::DOUBLE), 0) AS tpot_ms_sum,
     count(tpot_ms)::UBIGINT AS tpot_ms_count,
-    histogram(${latency_bucket:tpot_ms}) FILTER (WHERE tpot_ms IS NOT NULL) AS tpot_ms_hist,
+    coalesce(histogram(${latency_bucket:tpot_ms}) FILTER (WHERE tpot_ms IS NOT NULL), MAP {}) AS tpot_ms_hist,
     coalesce(sum(e2e_ms::DOUBLE), 0) AS e2e_ms_sum,
     count(e2e_ms)::UBIGINT AS e2e_ms_count,
-    histogram(${latency_bucket:e2e_ms}) FILTER (WHERE e2e_ms IS NOT NULL) AS e2e_ms_hist
+    coalesce(histogram(${latency_bucket:e2e_ms}) FILTER (WHERE e2e_ms IS NOT NULL), MAP {}) AS e2e_ms_hist
 FROM ${db}.requests
 GROUP BY ALL;
 

@@ -1,13 +1,25 @@
 """`llmwh clickhouse ...` and `llmwh migrate ...` as a user runs them: real processes."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 
-from warehouse.store.embedded import stop_server
+from warehouse.store.embedded import server_status, stop_server
+
+
+def clean_environment(**extra: str) -> dict[str, str]:
+    """The test's environment without a developer's LLMWH_* settings."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")} | extra
+
+
+# An empty working directory: a developer's ./llmwh.toml must not steer the tests.
+WORKDIR = tempfile.mkdtemp(prefix="llmwh-cli-")
 
 
 def llmwh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -16,7 +28,8 @@ def llmwh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, **(env or {})},
+        cwd=WORKDIR,
+        env=clean_environment(**(env or {})),
     )
 
 
@@ -104,7 +117,7 @@ def test_missing_chdb_is_one_line_and_a_failing_exit_code(data_dir):
 
 
 def test_no_store_and_no_server_says_what_to_do(data_dir):
-    result = llmwh("migrate", "status", "--data", data_dir, env={"LLMWH_STORE": ""})
+    result = llmwh("migrate", "status", "--data", data_dir)
     assert result.returncode == 1
     assert "llmwh clickhouse start" in result.stderr and result.stderr.count("\n") == 1
 
@@ -113,3 +126,58 @@ def test_a_bad_store_url_is_one_line(data_dir):
     result = llmwh("migrate", "status", "--store", "postgres://x/y")
     assert result.returncode == 1
     assert result.stderr.startswith("llmwh: error: unsupported store URL scheme 'postgres'")
+
+
+def start_serve(data_dir: str, cwd) -> subprocess.Popen:
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "warehouse",
+            "serve",
+            "--data",
+            data_dir,
+            "--http-port",
+            "0",
+            "--tcp-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=clean_environment(),
+    )
+    lines = []
+    for line in serve.stdout:
+        lines.append(line)
+        if line.startswith("warehouse ready"):
+            return serve
+    serve.kill()
+    raise AssertionError(f"serve never got ready: {lines} {serve.stderr.read()}")
+
+
+def test_serve_starts_migrates_and_stops_its_server_on_ctrl_c(data_dir, tmp_path):
+    serve = start_serve(data_dir, tmp_path)
+    info = server_status(data_dir)
+    assert info is not None
+    assert "applied" in llmwh("migrate", "status", "--data", data_dir).stdout
+    serve.send_signal(signal.SIGINT)
+    assert serve.wait(timeout=60) == 0
+    assert server_status(data_dir) is None
+
+
+def test_serve_fails_loudly_when_its_server_is_stopped_under_it(data_dir, tmp_path):
+    serve = start_serve(data_dir, tmp_path)
+    started = time.monotonic()
+    stopped = llmwh("clickhouse", "stop", "--data", data_dir)
+    assert stopped.returncode == 0
+    assert time.monotonic() - started < 15  # no waiting out the grace period on a zombie
+    assert serve.wait(timeout=30) == 1
+    assert "the embedded ClickHouse stopped" in serve.stderr.read()
+
+
+def test_applying_to_a_cluster_is_refused_with_the_command_that_prints_the_ddl(embedded_server):
+    result = llmwh("migrate", "up", "--cluster", "c2", "--store", embedded_server.store_url())
+    assert result.returncode == 1
+    assert "llmwh migrate plan --cluster c2" in result.stderr

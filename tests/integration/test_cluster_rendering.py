@@ -96,3 +96,21 @@ def test_a_table_without_sharding_key_is_refused():
 def test_unknown_statements_are_refused_not_passed_through():
     with pytest.raises(MigrationError, match="cannot render"):
         render_for_cluster(["INSERT INTO llmwh.t VALUES (1)"], "c2", "llmwh")
+
+
+def test_a_later_migration_rendered_alone_still_knows_the_sharded_tables():
+    variables = template_variables(Config(), "llmwh")
+    core, rollups = (render(m.text, "clickhouse", variables) for m in discover("clickhouse")[:2])
+    alone = render_for_cluster(rollups, "c2", "llmwh", context=core + rollups)
+    minute_view = next(s for s in alone if "requests_1m_mv" in s)
+    assert "FROM llmwh.requests_local" in minute_view
+    alter = render_for_cluster(
+        ["ALTER TABLE llmwh.requests ADD COLUMN IF NOT EXISTS gpu String"],
+        "c2",
+        "llmwh",
+        context=core,
+    )
+    assert alter == [
+        "ALTER TABLE llmwh.requests_local ON CLUSTER c2 ADD COLUMN IF NOT EXISTS gpu String",
+        "ALTER TABLE llmwh.requests ON CLUSTER c2 ADD COLUMN IF NOT EXISTS gpu String",
+    ]

@@ -120,3 +120,17 @@ def test_a_killed_server_leaves_no_false_running_state(data_dir):
 
 def test_stop_without_a_server_is_harmless(data_dir):
     assert stop_server(data_dir) is None
+
+
+def test_stop_finds_a_server_that_never_announced_itself(data_dir):
+    info = start_server(data_dir, http_port=0, tcp_port=0)
+    (data_dir / "server.json").unlink()  # as if its start had been interrupted
+    assert server_status(data_dir) is None
+    stopped = stop_server(data_dir)
+    assert stopped is not None and stopped.pid == info.pid
+    assert start_server(data_dir, http_port=0, tcp_port=0).pid != info.pid
+
+
+def test_two_free_ports_are_two_different_ports(data_dir):
+    info = start_server(data_dir, http_port=0, tcp_port=0)
+    assert info.http_port != info.tcp_port

@@ -41,15 +41,11 @@ def test_migrating_from_empty_applies_every_file_in_order(store):
 def test_status_and_plan_create_nothing(store):
     Migrator(store).status()
     Migrator(store).pending()
-    assert (
-        store.query_arrow(
-            "SELECT count(*) AS n FROM information_schema.tables "
-            f"WHERE table_schema = '{store.database}'"
-        )
-        .column("n")[0]
-        .as_py()
-        == 0
+    schemata = store.query_arrow(
+        "SELECT count(*) AS n FROM information_schema.schemata "
+        f"WHERE schema_name = '{store.database}'"
     )
+    assert schemata.column("n")[0].as_py() == 0
 
 
 def test_running_up_again_changes_nothing(migrated):

@@ -1,10 +1,15 @@
 """What every Store promises, checked on each backend."""
 
+import time
+from datetime import UTC, datetime, timedelta
+
 import pyarrow as pa
 import pytest
 
 from warehouse.errors import StoreError, StoreUnavailable
 from warehouse.store import Store, open_store
+from warehouse.store.migrations import Migrator
+from warehouse.synthetic import synthetic_requests
 
 
 def placeholder(store: Store, name: str, clickhouse_type: str) -> str:
@@ -39,8 +44,9 @@ def setting(store: Store, name: str, settings: dict | None = None):
 def test_per_query_settings_apply_to_that_query_only(store):
     name = "max_threads" if store.capabilities.dialect == "clickhouse" else "threads"
     before = setting(store, name)
-    assert setting(store, name, {name: 1}) == "1"
-    assert setting(store, name) == before != "1"
+    other = "2" if before == "1" else "1"
+    assert setting(store, name, {name: other}) == other
+    assert setting(store, name) == before
 
 
 def test_readonly_queries_refuse_writes_and_leave_the_session_writable(migrated):
@@ -82,3 +88,42 @@ def test_insert_then_query_round_trips_arrow(migrated):
 def test_an_unreachable_server_is_store_unavailable():
     with pytest.raises(StoreUnavailable, match="unreachable"):
         open_store("http://127.0.0.1:1/llmwh?connect_timeout=2")
+
+
+def test_unqualified_names_resolve_in_the_warehouse_database(migrated):
+    count = migrated.query_arrow("SELECT count(*) AS n FROM requests")
+    assert count.column("n")[0].as_py() == 0
+
+
+def test_two_in_process_stores_keep_their_own_databases(chdb_path):
+    first = open_store(f"chdb://{chdb_path}?database=iso_first")
+    second = open_store(f"chdb://{chdb_path}?database=iso_second")
+    try:
+        for store in (first, second):
+            store.command(f"CREATE DATABASE IF NOT EXISTS {store.database}")
+            store.command(f"CREATE TABLE {store.database}.t (who String) ENGINE = Memory")
+            store.command(f"INSERT INTO {store.database}.t VALUES ('{store.database}')")
+        assert first.query_arrow("SELECT who FROM t").column("who").to_pylist() == ["iso_first"]
+        assert second.query_arrow("SELECT who FROM t").column("who").to_pylist() == ["iso_second"]
+    finally:
+        for store in (first, second):
+            store.command(f"DROP DATABASE IF EXISTS {store.database}")
+            store.close()
+
+
+def test_duckdb_reads_time_in_utc_whatever_the_machine_zone(tmp_path, monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+05:30: hours split differently
+    time.tzset()
+    try:
+        store = open_store(f"duckdb://{tmp_path / 'tz.duckdb'}")
+        Migrator(store).up()
+        start = datetime(2026, 1, 1, 10, 15, tzinfo=UTC)
+        store.insert_arrow(
+            "requests", synthetic_requests(50, seed=1, start=start, span=timedelta(minutes=30))
+        )
+        hours = store.query_arrow("SELECT DISTINCT ts FROM requests_1h").column("ts")
+        assert [t.as_py() for t in hours] == [datetime(2026, 1, 1, 10, 0, tzinfo=UTC)]
+        store.close()
+    finally:
+        monkeypatch.undo()
+        time.tzset()

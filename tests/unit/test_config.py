@@ -41,6 +41,9 @@ def test_precedence_flag_then_environment_then_file(tmp_path, monkeypatch):
         ("requests_ttl_days = 0", "must be positive"),
         ("retention = 3", "unknown setting"),
         ("requests_ttl_days = ", "invalid TOML"),
+        ("requests_ttl_days = true", "must be a whole number"),
+        ("requests_ttl_days = 7.9", "must be a whole number"),
+        ("store = 5", "must be a string"),
     ],
 )
 def test_bad_settings_name_the_setting(tmp_path, toml, complaint):
@@ -49,9 +52,19 @@ def test_bad_settings_name_the_setting(tmp_path, toml, complaint):
         load_config()
 
 
-def test_a_named_config_file_must_exist(tmp_path):
+def test_a_named_config_file_must_exist(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml")
+    monkeypatch.setenv("LLMWH_CONFIG", str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match=r"missing\.toml does not exist"):
+        load_config()
+
+
+def test_an_empty_variable_means_the_default(monkeypatch):
+    monkeypatch.setenv("LLMWH_DATA_DIR", "")
+    monkeypatch.setenv("LLMWH_STORE", "")
+    config = load_config()
+    assert (config.data_dir, config.store) == ("./llmwh-data", None)
 
 
 def test_every_setting_is_documented_in_the_readme():

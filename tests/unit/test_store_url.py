@@ -47,8 +47,19 @@ def test_chdb_and_duckdb_urls_name_a_path():
         ("http://ch:99999/x", "invalid store URL"),
         ("http://ch:8123/bad-name", "invalid database name 'bad-name'"),
         ("duckdb:///x.duckdb?database=x;drop", "invalid database name"),
+        ("chdb:///x?databse=lab", "unknown store URL option"),
     ],
 )
 def test_bad_urls_are_config_errors_naming_the_problem(url, complaint):
     with pytest.raises(ConfigError, match=complaint):
         parse_store_url(url)
+
+
+def test_a_printed_url_opens_the_same_store_again():
+    for text in (
+        "duckdb:///tmp/w.duckdb?database=lab",
+        "chdb:///var/lib/llmwh",
+        "https://writer@ch:8443/llmwh?connect_timeout=5",
+    ):
+        url = parse_store_url(text)
+        assert parse_store_url(url.redacted()) == url

@@ -51,8 +51,10 @@ class ClickHouseStore:
         self.database = url.database
         self.capabilities = capabilities
         # Unqualified names resolve in the warehouse's database once it exists; until
-        # `migrate up` creates it, the session stays on `default`.
-        self._database_missing = not self._use_database()
+        # something (this process or another) creates it, the session stays on
+        # `default` and looks again before each call.
+        self._database_found = False
+        self._find_database()
 
     def command(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
@@ -60,8 +62,6 @@ class ClickHouseStore:
         client, settings = self._route(settings)
         with _translated_errors():
             client.command(sql, parameters=parameters, settings=settings)
-        if self._database_missing and sql.lstrip()[:15].upper() == "CREATE DATABASE":
-            self._database_missing = not self._use_database()
 
     def query_arrow(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
@@ -82,10 +82,12 @@ class ClickHouseStore:
 
     def _route(self, settings: Settings | None) -> tuple[Any, dict[str, Any] | None]:
         """The client to run a call on, and the settings to send with it."""
+        self._find_database()
         return self._client, dict(settings) if settings else None
 
-    def _use_database(self) -> bool:
-        self._client.database = "default"
+    def _find_database(self) -> None:
+        if self._database_found:
+            return
         with _translated_errors():
             found = self._client.command(
                 "SELECT count() FROM system.databases WHERE name = {name:String}",
@@ -93,7 +95,7 @@ class ClickHouseStore:
             )
         if found:
             self._client.database = self.database
-        return bool(found)
+            self._database_found = True
 
 
 def open_http(url: StoreURL) -> ClickHouseStore:
@@ -113,35 +115,38 @@ def open_http(url: StoreURL) -> ClickHouseStore:
 
 
 _chdb_lock = threading.Lock()
-_chdb_clients: dict[str, Any] = {}
+_chdb_path: str | None = None
 
 
 def open_chdb(url: StoreURL) -> ClickHouseStore:
     """Open ClickHouse in this process on the data directory ``url.path``.
 
-    chdb allows one data directory per process; opening a second, different one is a
-    configuration error rather than a silent switch.
+    The engine allows one data directory per process, and any number of sessions on
+    it: each store gets a session of its own, so stores on different databases never
+    see each other's ``USE`` or ``SET``.
     """
+    global _chdb_path
     path = url.path or ":memory:"
     with _chdb_lock:
-        client = _chdb_clients.get(path)
-        if client is None:
-            if _chdb_clients:
-                (held,) = _chdb_clients
-                raise ConfigError(
-                    f"chdb already holds {held!r} in this process; one in-process ClickHouse "
-                    f"data directory per process, so {path!r} cannot be opened too"
-                )
-            with _translated_errors():
-                client = clickhouse_connect.get_client(
-                    interface="chdb", path=None if path == ":memory:" else path
-                )
-            _chdb_clients[path] = client
-    return _SharedClientStore(client, url, IN_PROCESS, path)
+        if _chdb_path not in (None, path):
+            raise ConfigError(
+                f"ClickHouse in-process already runs on {_chdb_path!r} in this process; one "
+                f"data directory per process, so {path!r} cannot be opened too"
+            )
+        client = _chdb_client(path)
+        _chdb_path = path
+    return InProcessStore(client, url, IN_PROCESS, path)
 
 
-class _SharedClientStore(ClickHouseStore):
-    """ClickHouse in-process: one engine per process, shared by every store object.
+def _chdb_client(path: str, settings: dict[str, Any] | None = None) -> Any:
+    with _translated_errors():
+        return clickhouse_connect.get_client(
+            interface="chdb", path=None if path == ":memory:" else path, settings=settings
+        )
+
+
+class InProcessStore(ClickHouseStore):
+    """ClickHouse in-process (chdb).
 
     chdb applies per-call settings with SET and restores them afterwards, but once
     ``readonly`` is set nothing can be restored, so it would outlive the call. Calls
@@ -154,26 +159,21 @@ class _SharedClientStore(ClickHouseStore):
         self._path = path
         self._readonly_clients: dict[str, Any] = {}
 
-    def _route(self, settings: Settings | None) -> tuple[Any, dict[str, Any] | None]:
-        remaining = dict(settings or {})
-        level = str(remaining.pop("readonly", "0"))
-        if level == "0":
-            return self._client, remaining or None
-        with _chdb_lock:
-            client = self._readonly_clients.get(level)
-            if client is None:
-                with _translated_errors():
-                    client = clickhouse_connect.get_client(
-                        interface="chdb",
-                        path=None if self._path == ":memory:" else self._path,
-                        settings={"readonly": level},
-                    )
-                self._readonly_clients[level] = client
-        client.database = self._client.database
-        return client, remaining or None
-
     def close(self) -> None:
-        pass  # the engine outlives each store object
+        for client in self._readonly_clients.values():
+            client.close()
+        super().close()
+
+    def _route(self, settings: Settings | None) -> tuple[Any, dict[str, Any] | None]:
+        client, remaining = super()._route(settings)
+        level = str((remaining or {}).pop("readonly", "0"))
+        if level == "0":
+            return client, remaining or None
+        readonly = self._readonly_clients.get(level)
+        if readonly is None:
+            readonly = self._readonly_clients[level] = _chdb_client(self._path, {"readonly": level})
+        readonly.database = client.database
+        return readonly, remaining or None
 
 
 def _client_options(url: StoreURL) -> dict[str, Any]:

@@ -35,16 +35,23 @@ _SHARDING_KEY = re.compile(r"^\s*--\s*sharding_key:\s*(.+?)\s*$", re.M)
 _COLUMN_CHANGE = re.compile(r"^\s*(ADD|DROP|MODIFY|RENAME|COMMENT) COLUMN\b", re.I)
 
 
-def render_for_cluster(statements: list[str], cluster: str, database: str) -> list[str]:
+def render_for_cluster(
+    statements: list[str], cluster: str, database: str, context: list[str] | None = None
+) -> list[str]:
     """Turn single-node statements into ``ON CLUSTER`` statements with Replicated engines
-    and Distributed tables. Raises :class:`MigrationError` on a statement it cannot render
-    rather than passing it through unchanged."""
+    and Distributed tables.
+
+    ``context`` is every statement of every migration (default: ``statements``), so
+    that a later migration that refers to an earlier table knows it is sharded. Raises
+    :class:`MigrationError` on a statement it cannot render rather than passing it
+    through unchanged.
+    """
     if not re.fullmatch(r"[A-Za-z_][\w]*", cluster):
         raise MigrationError(f"invalid cluster name {cluster!r}")
     code = [_strip_comments(s) for s in statements]
     sharded = {
         match.group(3)
-        for statement in code
+        for statement in map(_strip_comments, context if context is not None else statements)
         if (match := _CREATE_TABLE.match(statement)) and _ENGINE.search(statement)
     }
     rendered: list[str] = []

@@ -28,15 +28,19 @@ CAPABILITIES = Capabilities(
 
 
 class DuckDBStore:
-    """A :class:`~warehouse.store.base.Store` on one DuckDB connection."""
+    """A :class:`~warehouse.store.base.Store` on one DuckDB connection.
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection, url: StoreURL, read_only: bool):
+    Calls run on the connection itself, one at a time: a DuckDB cursor would be a new
+    session, without the connection's schema and time zone.
+    """
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, url: StoreURL):
         self._connection = connection
         self._lock = threading.Lock()
         self.url = url.redacted()
         self.database = url.database
-        self.read_only = read_only
         self.capabilities = CAPABILITIES
+        self._schema_found = False
 
     def command(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
@@ -50,15 +54,13 @@ class DuckDBStore:
 
     def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
         with self._lock, _translated_errors():
-            cursor = self._connection.cursor()
+            self._connection.register("_llmwh_insert", data)
             try:
-                cursor.register("_llmwh_insert", data)
-                cursor.execute(
+                self._execute(
                     f'INSERT INTO "{self.database}"."{table}" BY NAME SELECT * FROM _llmwh_insert'
                 )
             finally:
-                cursor.unregister("_llmwh_insert")
-                cursor.close()
+                self._connection.unregister("_llmwh_insert")
 
     def close(self) -> None:
         self._connection.close()
@@ -71,29 +73,43 @@ class DuckDBStore:
         fetch: bool = False,
     ) -> pa.Table | None:
         with self._lock, _translated_errors():
-            cursor = self._connection.cursor()
+            self._find_schema()
+            for name, value in (settings or {}).items():
+                self._execute(f"SET {_identifier(name)} = ?", [value])
             try:
-                for name, value in (settings or {}).items():
-                    cursor.execute(f"SET {_identifier(name)} = ?", [value])
                 if fetch:
-                    return cursor.sql(sql, params=dict(parameters or {})).to_arrow_table()
-                cursor.execute(sql, dict(parameters) if parameters else None)
+                    relation = self._connection.sql(sql, params=dict(parameters or {}))
+                    return relation.to_arrow_table()
+                self._execute(sql, dict(parameters) if parameters else None)
                 return None
             finally:
                 for name in settings or {}:
-                    cursor.execute(f"RESET {_identifier(name)}")
-                cursor.close()
+                    self._execute(f"RESET {_identifier(name)}")
+
+    def _execute(self, sql: str, parameters: object = None) -> list:
+        # DuckDB keeps a statement's result open until it is read; read it.
+        return self._connection.execute(sql, parameters).fetchall()
+
+    def _find_schema(self) -> None:
+        """Resolve unqualified names in the warehouse's schema once it exists."""
+        if self._schema_found:
+            return
+        (found,) = self._execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?",
+            [self.database],
+        )
+        if found[0]:
+            self._execute(f"SET schema = '{self.database}'")
+            self._schema_found = True
 
 
-def open_duckdb(url: StoreURL, read_only: bool = False) -> DuckDBStore:
+def open_duckdb(url: StoreURL) -> DuckDBStore:
     """Open (or create) the DuckDB file ``url.path``; an empty path means in memory."""
     with _translated_errors():
-        connection = duckdb.connect(url.path or ":memory:", read_only=read_only)
-        if not read_only:
-            connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{url.database}"')
-        connection.execute(f"SET schema = '{url.database}'")
-        connection.execute("SET TimeZone = 'UTC'")
-    return DuckDBStore(connection, url, read_only)
+        connection = duckdb.connect(url.path or ":memory:")
+        # Not a connect-time config option: ICU, which owns TimeZone, loads after it.
+        connection.execute("SET TimeZone = 'UTC'").fetchall()
+    return DuckDBStore(connection, url)
 
 
 def _identifier(name: str) -> str:

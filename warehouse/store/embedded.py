@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from warehouse.errors import (
     PortInUse,
     ServerAlreadyRunning,
 )
+from warehouse.store._embedded_child import HOST, LOCKED_EXIT
 from warehouse.store.url import DEFAULT_DATABASE
 
 __all__ = [
@@ -42,7 +44,6 @@ __all__ = [
 
 DEFAULT_HTTP_PORT = 8123
 DEFAULT_TCP_PORT = 9000
-HOST = "127.0.0.1"
 CHDB_REQUIREMENT = "chdb-core==26.9.0"
 
 _children: dict[int, subprocess.Popen] = {}
@@ -88,13 +89,7 @@ def start_server(
             f"an embedded ClickHouse already serves {root} (pid {running.pid}, "
             f"http port {running.http_port}); stop it with `llmwh clickhouse stop --data {root}`"
         )
-    if _lock_is_held(root):
-        raise DataDirLocked(f"{root} is locked by another embedded server that is still starting")
-    http_port = _claim_port(http_port, "--http-port")
-    tcp_port = _claim_port(tcp_port, "--tcp-port")
-    if http_port == tcp_port:
-        raise PortInUse(f"--http-port and --tcp-port are both {http_port}; give two ports")
-    (root / "config.xml").write_text(_config_xml(http_port, tcp_port, extra_config))
+    http_port, tcp_port = _claim_ports(http_port, tcp_port)
     _server_json(root).unlink(missing_ok=True)
     log_path = root / "server.log"
     with open(log_path, "ab") as log:
@@ -102,29 +97,45 @@ def start_server(
         log.flush()
         offset = log.tell()
         child = subprocess.Popen(
-            [sys.executable, "-m", "warehouse.store._embedded_child", str(root)],
+            [
+                sys.executable,
+                "-m",
+                "warehouse.store._embedded_child",
+                str(root),
+                str(http_port),
+                str(tcp_port),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             cwd=root,
+            env={**os.environ, "LLMWH_EXTRA_CONFIG": extra_config},
             start_new_session=True,  # outlives the terminal and the command that started it
         )
     _children[child.pid] = child
     info = ServerInfo(child.pid, http_port, tcp_port, str(root), time.time())
+    try:
+        _wait_until_serving(child, info, timeout)
+    except BaseException as exc:
+        # Ctrl-C included: a server nobody recorded would be left running for good.
+        _terminate(child.pid, grace=5.0, released=lambda: not _lock_is_held(root))
+        if isinstance(exc, EmbeddedServerError | TimeoutError):
+            code = None if isinstance(exc, TimeoutError) else child.returncode
+            raise _startup_error(root, log_path, offset, info, code) from None
+        raise
+    _write_json_atomically(_server_json(root), asdict(info))
+    return info
+
+
+def _wait_until_serving(child: subprocess.Popen, info: ServerInfo, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child.poll() is not None:
-            _children.pop(child.pid, None)
-            raise _startup_error(root, log_path, offset, info)
-        if _ping(http_port):
-            _write_json_atomically(_server_json(root), asdict(info))
-            return info
+            raise EmbeddedServerError("exited")
+        if _ping(info.http_port):
+            return
         time.sleep(0.1)
-    _terminate(child.pid, grace=5.0)
-    raise EmbeddedServerError(
-        f"the embedded ClickHouse did not answer /ping on port {http_port} within "
-        f"{timeout:.0f}s; see {log_path}"
-    )
+    raise TimeoutError
 
 
 def _chdb_installed() -> bool:
@@ -135,51 +146,49 @@ def _chdb_installed() -> bool:
 
 
 def server_status(data_dir: str | Path) -> ServerInfo | None:
-    """The server running on ``data_dir``, or None when none is."""
+    """The server serving ``data_dir``, or None when none is."""
     root = Path(data_dir).resolve()
     path = _server_json(root)
     if not path.exists() or not _lock_is_held(root):
         return None
     try:
-        info = ServerInfo(**json.loads(path.read_text()))
+        return ServerInfo(**json.loads(path.read_text()))
     except (ValueError, TypeError):
         return None
-    return info if _pid_alive(info.pid) else None
 
 
 def stop_server(data_dir: str | Path, *, timeout: float = 30.0) -> ServerInfo | None:
     """Stop the server on ``data_dir`` with SIGTERM (SIGKILL after ``timeout``).
 
-    Returns what was stopped, or None when nothing was running.
+    Returns what was stopped, or None when nothing was running. A server that holds
+    the directory without having announced itself (its start was interrupted) is
+    stopped too, found by the pid in its lock file.
     """
     root = Path(data_dir).resolve()
     info = server_status(root)
-    if info is None:
-        _server_json(root).unlink(missing_ok=True)
-        return None
-    _terminate(info.pid, grace=timeout)
-    deadline = time.monotonic() + timeout
-    while _lock_is_held(root) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    pid = info.pid if info else _locked_by(root)
+    if pid is not None:
+        _terminate(pid, grace=timeout, released=lambda: not _lock_is_held(root))
     _server_json(root).unlink(missing_ok=True)
+    if info is None and pid is not None:
+        info = ServerInfo(pid, 0, 0, str(root), 0.0)
     return info
 
 
-def _terminate(pid: int, grace: float) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+def _terminate(pid: int, grace: float, released: Callable[[], bool]) -> None:
+    """SIGTERM, wait until ``released()`` (the lock is free once the process is gone,
+    even while it is an unreaped zombie), then SIGKILL."""
     child = _children.pop(pid, None)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if child is not None and child.poll() is not None:
-            return
-        if child is None and not _pid_alive(pid):
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    if child is not None:
-        child.wait()
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if child is not None:
+                child.poll()  # reap our own child
+            if released():
+                return
+            time.sleep(0.05)
 
 
 def _server_json(root: Path) -> Path:
@@ -199,29 +208,39 @@ def _lock_is_held(root: Path) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
+def _locked_by(root: Path) -> int | None:
+    """The pid a held lock file names, or None when the lock is free."""
+    if not _lock_is_held(root):
+        return None
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return int((root / "server.lock").read_text().strip())
+    except ValueError:
+        return None
 
 
-def _claim_port(port: int, flag: str) -> int:
-    """Check that ``port`` is free on the loopback address (0: pick a free one)."""
-    if not 0 <= port <= 65535:
-        raise PortInUse(f"{flag} {port} is not a TCP port (0-65535)")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            raise PortInUse(
-                f"port {port} on {HOST} is already in use; choose another with {flag} N"
-            ) from None
-        return probe.getsockname()[1]
+def _claim_ports(http_port: int, tcp_port: int) -> tuple[int, int]:
+    """Check both ports are free on the loopback address; 0 picks a free one.
+
+    Both probe sockets stay open until both ports are chosen, so two zeros never
+    resolve to the same port.
+    """
+    with contextlib.ExitStack() as stack:
+        chosen = []
+        for port, flag in ((http_port, "--http-port"), (tcp_port, "--tcp-port")):
+            if not 0 <= port <= 65535:
+                raise PortInUse(f"{flag} {port} is not a TCP port (0-65535)")
+            if port and port in chosen:
+                raise PortInUse(f"--http-port and --tcp-port are both {port}; give two ports")
+            probe = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((HOST, port))
+            except OSError:
+                raise PortInUse(
+                    f"port {port} on {HOST} is already in use; choose another with {flag} N"
+                ) from None
+            chosen.append(probe.getsockname()[1])
+        return chosen[0], chosen[1]
 
 
 def _ping(http_port: int) -> bool:
@@ -232,11 +251,15 @@ def _ping(http_port: int) -> bool:
         return False
 
 
-def _startup_error(root: Path, log_path: Path, offset: int, info: ServerInfo) -> Exception:
+def _startup_error(
+    root: Path, log_path: Path, offset: int, info: ServerInfo, exit_code: int | None
+) -> Exception:
     with open(log_path, "rb") as log:
         log.seek(offset)
         text = log.read().decode(errors="replace")
-    if "Cannot lock file" in text or "is locked by another" in text:
+    if exit_code == LOCKED_EXIT:
+        return DataDirLocked(f"{root} is locked by another embedded server that is starting")
+    if "Cannot lock file" in text:
         return DataDirLocked(
             f"{root} is locked by another ClickHouse process (an embedded server or an "
             "in-process chdb using the same directory)"
@@ -246,22 +269,14 @@ def _startup_error(root: Path, log_path: Path, offset: int, info: ServerInfo) ->
             f"port {info.http_port} or {info.tcp_port} on {HOST} is already in use; "
             "choose others with --http-port N --tcp-port N"
         )
+    if exit_code is None:
+        return EmbeddedServerError(
+            f"the embedded ClickHouse did not answer /ping on port {info.http_port} in time, "
+            f"or its start was interrupted; see {log_path}"
+        )
     lines = [line for line in text.splitlines() if line.strip()]
     detail = lines[-1] if lines else "no output"
     return EmbeddedServerError(f"the embedded ClickHouse exited during start-up: {detail}")
-
-
-def _config_xml(http_port: int, tcp_port: int, extra: str) -> str:
-    return (
-        "<clickhouse>\n"
-        f"  <!-- written by llmwh; the embedded server has no authentication,\n"
-        f"       so it listens on loopback only -->\n"
-        f"  <listen_host>{HOST}</listen_host>\n"
-        f"  <http_port>{http_port}</http_port>\n"
-        f"  <tcp_port>{tcp_port}</tcp_port>\n"
-        f"{extra}"
-        "</clickhouse>\n"
-    )
 
 
 def _write_json_atomically(path: Path, payload: dict) -> None:

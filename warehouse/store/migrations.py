@@ -95,9 +95,9 @@ class MigrationState:
 
 
 def migrations_dir() -> Path:
-    """The ``migrations/`` folder: in the source tree, or packaged inside the wheel."""
+    """The ``migrations/`` folder: packaged inside the wheel, or in the source tree."""
     package = Path(__file__).resolve().parent.parent
-    for candidate in (package.parent / "migrations", package / "_data" / "migrations"):
+    for candidate in (package / "_data" / "migrations", package.parent / "migrations"):
         if candidate.is_dir():
             return candidate
     raise MigrationError("the migrations folder is missing from this installation")
@@ -171,6 +171,11 @@ def split_statements(sql: str) -> list[str]:
             end = len(sql) if end == -1 else end
             current.append(sql[i:end])
             i = end - 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            end = len(sql) if end == -1 else end + 2
+            current.append(sql[i:end])
+            i = end - 1
         elif char == ";":
             statements.append("".join(current))
             current = []
@@ -182,8 +187,9 @@ def split_statements(sql: str) -> list[str]:
 
 
 def _has_code(statement: str) -> bool:
+    without_blocks = re.sub(r"/\*.*?\*/", "", statement, flags=re.S)
     return any(
-        line.strip() and not line.strip().startswith("--") for line in statement.splitlines()
+        line.strip() and not line.strip().startswith("--") for line in without_blocks.splitlines()
     )
 
 
@@ -214,9 +220,16 @@ class Migrator:
 
     def pending(self) -> list[Migration]:
         """Migrations not applied yet; refuses when an applied file was edited."""
-        self._check_unchanged()
-        applied = self._applied()
-        return [m for m in self.migrations if m.version not in applied]
+        states = self.status()
+        changed = [s for s in states if s.state == "changed"]
+        if changed:
+            names = ", ".join(f"{s.version:04d}_{s.name}.sql" for s in changed)
+            raise ChecksumMismatch(
+                f"applied migration(s) {names} were edited since they were applied; restore "
+                "the files, or put the change in a new migration"
+            )
+        waiting = {s.version for s in states if s.state == "pending"}
+        return [m for m in self.migrations if m.version in waiting]
 
     def statements(self, migration: Migration) -> list[str]:
         return render(migration.text, self.dialect, self.variables)
@@ -244,15 +257,6 @@ class Migrator:
             self._record(migration)
             done.append(migration)
         return done
-
-    def _check_unchanged(self) -> None:
-        changed = [s for s in self.status() if s.state == "changed"]
-        if changed:
-            names = ", ".join(f"{s.version:04d}_{s.name}.sql" for s in changed)
-            raise ChecksumMismatch(
-                f"applied migration(s) {names} were edited since they were applied; restore "
-                "the files, or put the change in a new migration"
-            )
 
     def _applied(self) -> dict[int, dict]:
         # Read-only on purpose: `plan` and `status` must not create anything.

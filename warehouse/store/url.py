@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from warehouse.errors import ConfigError
 
@@ -34,12 +34,17 @@ class StoreURL:
     options: tuple[tuple[str, str], ...] = ()
 
     def redacted(self) -> str:
-        """The URL as it may be printed: without the password."""
+        """The URL as it may be printed and used again: everything but the password."""
+        options = dict(self.options)
         if self.backend == "clickhouse":
             scheme = "https" if self.secure else "http"
             user = f"{self.username}@" if self.username else ""
-            return f"{scheme}://{user}{self.host}:{self.port}/{self.database}"
-        return f"{self.backend}://{self.path}"
+            base = f"{scheme}://{user}{self.host}:{self.port}/{self.database}"
+        else:
+            base = f"{self.backend}://{self.path}"
+            if self.database != DEFAULT_DATABASE:
+                options["database"] = self.database
+        return f"{base}?{urlencode(options)}" if options else base
 
 
 def parse_store_url(url: str) -> StoreURL:
@@ -76,11 +81,14 @@ def parse_store_url(url: str) -> StoreURL:
         # chdb:///abs/path, chdb://rel/path and duckdb:///x.duckdb all name a file path;
         # an empty path means in memory.
         path = unquote(parts.netloc + parts.path)
+        unknown = sorted({key for key, _ in options} - {"database"})
+        if unknown:
+            raise ConfigError(f"unknown store URL option(s) {', '.join(unknown)} in {url!r}")
         database = dict(options).get("database", DEFAULT_DATABASE)
         _check_database_name(database, url)
         if path and path != ":memory:":
             path = str(Path(path).expanduser())
-        return StoreURL(backend=scheme, database=database, path=path, options=options)
+        return StoreURL(backend=scheme, database=database, path=path)
     raise ConfigError(
         f"unsupported store URL scheme {parts.scheme!r} in {url!r}: "
         "use http, https, clickhouse, chdb or duckdb"
