@@ -229,7 +229,9 @@ def serve(
 
     Runs in the foreground until Ctrl-C or SIGTERM, then stops the server it started.
     """
+    # Both, explicitly: a shell starting us in the background would have SIGINT ignored.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     config = load_config(config_file, store=store, data_dir=data)
     owned = None
     url = config.store
@@ -248,7 +250,7 @@ def serve(
         target.close()
         typer.echo(
             f"warehouse ready: {target.url}\n"
-            f"  try: llmwh migrate status --store {target.url}\n"
+            f"  try: {_program()} migrate status --store {target.url}\n"
             "Ctrl-C stops it.",
         )
         while owned is None or embedded.server_status(owned.data_dir) is not None:
@@ -267,6 +269,12 @@ def serve(
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _program() -> str:
+    """How the user ran us (``.venv/bin/llmwh`` from make), for hints they can paste."""
+    invoked = Path(sys.argv[0])
+    return str(invoked) if invoked.name == "llmwh" else "llmwh"
 
 
 if __name__ == "__main__":
