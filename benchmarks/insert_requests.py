@@ -4,8 +4,9 @@
 
 Each store starts empty and migrated, so inserts into ClickHouse also feed the
 per-minute and per-hour rollups through their materialized views (DuckDB computes
-its rollups at query time). Bytes are measured after the data is settled: ClickHouse
-parts merged (OPTIMIZE FINAL), DuckDB checkpointed.
+its rollups at query time); a second ClickHouse run into a copy of the table without
+views shows what the rollups cost. Bytes are measured after the data is settled:
+ClickHouse parts merged (OPTIMIZE FINAL), DuckDB checkpointed (the whole file).
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def main() -> None:
     data = synthetic_requests(args.rows, seed=args.seed)
     batches = [data.slice(i, args.batch) for i in range(0, args.rows, args.batch)]
     arrow_bytes = data.nbytes
-    print(f"generated {args.rows:,} rows ({arrow_bytes / args.rows:.0f} Arrow bytes/row) "
-          f"in {time.perf_counter() - started:.1f}s", flush=True)
+    print(
+        f"generated {args.rows:,} rows ({arrow_bytes / args.rows:.0f} Arrow bytes/row) "
+        f"in {time.perf_counter() - started:.1f}s",
+        flush=True,
+    )
 
     results = []
     with tempfile.TemporaryDirectory(prefix="llmwh-bench-") as tmp:
@@ -53,7 +57,7 @@ def main() -> None:
             for name, url in backends:
                 store = open_store(url)
                 Migrator(store).up()
-                seconds = _insert(store, batches)
+                seconds = _insert(store, batches, "requests")
                 raw, rollups = _bytes_on_disk(store, root / "bench.duckdb")
                 results.append(
                     {
@@ -65,6 +69,23 @@ def main() -> None:
                         "rollup_bytes": rollups,
                     }
                 )
+                if store.capabilities.materialized_views:
+                    # The same rows into a copy of the table with no views on it: what
+                    # the rollups cost at insert time.
+                    store.command(
+                        f"CREATE TABLE {store.database}.requests_bare AS {store.database}.requests"
+                    )
+                    bare = _insert(store, batches, "requests_bare")
+                    results.append(
+                        {
+                            "store": f"{name}, no rollups",
+                            "rows": args.rows,
+                            "seconds": round(bare, 3),
+                            "rows_per_s": round(args.rows / bare),
+                            "bytes_per_row": round(raw / args.rows, 2),
+                            "rollup_bytes": 0,
+                        }
+                    )
                 store.close()
                 print(f"  {name}: done", flush=True)
         finally:
@@ -73,21 +94,25 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"\n{args.rows:,} rows in batches of {args.batch:,}, Arrow in memory "
-          f"{arrow_bytes / args.rows:.0f} B/row, {os.cpu_count()} cores")
-    header = f"{'store':<30} {'rows/s':>10} {'seconds':>8} {'bytes/row':>10} {'rollups':>10}"
+    print(
+        f"\n{args.rows:,} rows in batches of {args.batch:,}, Arrow in memory "
+        f"{arrow_bytes / args.rows:.0f} B/row, {os.cpu_count()} cores"
+    )
+    header = f"{'store':<42} {'rows/s':>10} {'seconds':>8} {'bytes/row':>10} {'rollups':>10}"
     print(header)
     print("-" * len(header))
     for r in results:
-        rollups = f"{r['rollup_bytes'] / 1e6:.1f} MB" if r["rollup_bytes"] else "views"
-        print(f"{r['store']:<30} {r['rows_per_s']:>10,} {r['seconds']:>8.2f} "
-              f"{r['bytes_per_row']:>10.2f} {rollups:>10}")
+        rollups = f"{r['rollup_bytes'] / 1e6:.1f} MB" if r["rollup_bytes"] else "-"
+        print(
+            f"{r['store']:<42} {r['rows_per_s']:>10,} {r['seconds']:>8.2f} "
+            f"{r['bytes_per_row']:>10.2f} {rollups:>10}"
+        )
 
 
-def _insert(store: Store, batches: list[pa.Table]) -> float:
+def _insert(store: Store, batches: list[pa.Table], table: str) -> float:
     started = time.perf_counter()
     for batch in batches:
-        store.insert_arrow("requests", batch)
+        store.insert_arrow(table, batch)
     return time.perf_counter() - started
 
 
