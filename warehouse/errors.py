@@ -8,17 +8,21 @@ receiver never has to guess.
 from __future__ import annotations
 
 __all__ = [
+    "BufferFull",
     "ChdbMissing",
     "ChecksumMismatch",
     "ConfigError",
     "DataDirLocked",
     "EmbeddedServerError",
+    "IngestError",
     "MigrationError",
+    "PayloadTooLarge",
     "PortInUse",
     "QueryError",
     "ServerAlreadyRunning",
     "StoreError",
     "StoreUnavailable",
+    "UnsupportedMediaType",
     "WarehouseError",
 ]
 
@@ -66,6 +70,34 @@ class QueryError(WarehouseError):
     """A query could not be built from what the user asked."""
 
     http_status = 400
+
+
+class IngestError(WarehouseError):
+    """A write was refused: the body or its data is invalid (HTTP 400).
+
+    The message names the problem (the line, row, series or field) so a sender can
+    fix it; nothing of a refused write is stored.
+    """
+
+    http_status = 400
+
+
+class UnsupportedMediaType(IngestError):
+    """The Content-Type or Content-Encoding is not one the endpoint takes (HTTP 415)."""
+
+    http_status = 415
+
+
+class PayloadTooLarge(IngestError):
+    """The body is above the configured limit (HTTP 413)."""
+
+    http_status = 413
+
+
+class BufferFull(IngestError):
+    """The ingest buffer is at its byte bound; retry later (HTTP 429)."""
+
+    http_status = 429
 
 
 class EmbeddedServerError(WarehouseError):
