@@ -33,6 +33,20 @@ class Config:
     """Days per-minute rollup rows are kept (ClickHouse TTL)."""
     rollup_1h_ttl_days: int = 400
     """Days per-hour rollup rows are kept (ClickHouse TTL)."""
+    listen: str = "127.0.0.1:9201"
+    """Address the receiver listens on (HOST:PORT)."""
+    max_body_bytes: int = 32 << 20
+    """Largest request body the receiver takes (compressed); above it, HTTP 413."""
+    buffer_bytes: int = 256 << 20
+    """Byte bound of the ingest buffer (waiting and in-flight rows); above it, HTTP 429."""
+    flush_linger_ms: int = 20
+    """How long a flush waits for more writes to share it."""
+    auth_token: str | None = None
+    """Bearer token every receiver request must carry (unset: no auth)."""
+    basic_auth: str | None = None
+    """USER:PASSWORD for HTTP basic auth on the receiver (unset: no auth)."""
+    tenant_header: str | None = None
+    """Request header whose value fills `tenant` (multi-tenant mode), e.g. X-Scope-OrgID."""
 
     def ttl_variables(self) -> dict[str, int]:
         """The TTL settings by name, as migration templates use them."""

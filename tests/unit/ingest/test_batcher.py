@@ -1,0 +1,140 @@
+"""Group commit: shared flushes, acknowledgement after commit, a byte bound, failures."""
+
+import asyncio
+import threading
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+
+from warehouse.errors import BufferFull, StoreError
+from warehouse.ingest.batcher import GroupCommitter
+from warehouse.store import open_store
+from warehouse.store.migrations import Migrator
+
+
+@pytest.fixture
+def store():
+    opened = open_store("duckdb://")
+    Migrator(opened).up()
+    yield opened
+    opened.close()
+
+
+class FlakyStore:
+    """A real store whose inserts can be held back or made to fail, to watch the committer."""
+
+    def __init__(self, store):
+        self.store = store
+        self.inserts = 0
+        self.fail_next = False
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def insert_arrow(self, table, data, settings=None):
+        self.gate.wait(10)
+        self.inserts += 1
+        if self.fail_next:
+            self.fail_next = False
+            raise StoreError("disk full (simulated)")
+        self.store.insert_arrow(table, data, settings)
+
+
+def metadata_rows(name: str, n: int = 1) -> pa.Table:
+    return pa.table(
+        {
+            "metric_family_name": [f"{name}_{i}" for i in range(n)],
+            "type": ["gauge"] * n,
+            "unit": [""] * n,
+            "help": ["h"] * n,
+            "updated_at": pa.array([datetime.now(UTC)] * n, pa.timestamp("ms", tz="UTC")),
+        }
+    )
+
+
+def count(store) -> int:
+    return store.query_arrow("SELECT count(*) AS n FROM metric_metadata").column("n")[0].as_py()
+
+
+async def run(committer, *coroutines):
+    await committer.start()
+    try:
+        return await asyncio.gather(*coroutines, return_exceptions=True)
+    finally:
+        await committer.close()
+
+
+def test_concurrent_writes_share_flushes_and_are_committed_once(store):
+    flaky = FlakyStore(store)
+    flushes = []
+    committer = GroupCommitter(flaky, linger=0.02, on_flush=flushes.append)
+    results = asyncio.run(
+        run(
+            committer,
+            *(committer.submit({"metric_metadata": metadata_rows(f"m{i}")}) for i in range(50)),
+        )
+    )
+    assert results == [None] * 50
+    assert count(store) == 50
+    assert len(flushes) < 10  # 50 writes, a handful of inserts
+    assert sum(f.writes for f in flushes) == 50
+
+
+def test_a_write_returns_only_after_its_rows_are_in_the_store(store):
+    committer = GroupCommitter(store, linger=0)
+
+    async def write_then_look():
+        await committer.submit({"metric_metadata": metadata_rows("x", 3)})
+        return count(store)
+
+    assert asyncio.run(run(committer, write_then_look())) == [3]
+
+
+def test_a_full_buffer_refuses_with_buffer_full(store):
+    flaky = FlakyStore(store)
+    flaky.gate.clear()  # the first flush hangs in the store
+    rows = metadata_rows("big", 100)
+    committer = GroupCommitter(flaky, linger=0, max_buffer_bytes=int(rows.nbytes * 1.5))
+
+    async def scenario():
+        first = asyncio.create_task(committer.submit({"metric_metadata": rows}))
+        await asyncio.sleep(0.05)
+        with pytest.raises(BufferFull, match="retry"):
+            await committer.submit({"metric_metadata": rows})
+        flaky.gate.set()
+        await first
+
+    asyncio.run(run(committer, scenario()))
+    assert count(store) == 100
+
+
+def test_a_failed_flush_fails_every_write_in_it_and_the_next_one_succeeds(store):
+    flaky = FlakyStore(store)
+    flaky.fail_next = True
+    committer = GroupCommitter(flaky, linger=0.05)
+
+    async def scenario():
+        first = await asyncio.gather(
+            *(committer.submit({"metric_metadata": metadata_rows(f"a{i}")}) for i in range(5)),
+            return_exceptions=True,
+        )
+        await committer.submit({"metric_metadata": metadata_rows("after")})
+        return first
+
+    [first] = asyncio.run(run(committer, scenario()))
+    assert all(isinstance(r, StoreError) for r in first)
+    assert count(store) == 1
+
+
+def test_closing_flushes_what_is_waiting(store):
+    committer = GroupCommitter(store, linger=0.5)
+
+    async def scenario():
+        await committer.start()
+        task = asyncio.create_task(committer.submit({"metric_metadata": metadata_rows("w", 4)}))
+        await asyncio.sleep(0.01)
+        await committer.close()
+        await task
+
+    asyncio.run(scenario())
+    assert count(store) == 4

@@ -1,0 +1,327 @@
+"""The receiver: a plain ASGI app.
+
+==========================  =====================================================
+``POST /api/v1/write``      Prometheus remote write 1.0 and 2.0 (by Content-Type)
+``POST /api/v1/requests``   per-request events: NDJSON or an Arrow IPC stream
+``GET /metrics``            the receiver's own metrics
+``GET /healthz``            the process is up
+``GET /readyz``             the store answers
+==========================  =====================================================
+
+Decoding is done by pure functions (``remote_write``, ``events``); this module maps
+HTTP to them and their errors to status codes, and hands rows to the group
+committer. A 2xx is sent only once the rows are committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cramjam
+import pyarrow as pa
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from warehouse.config import Config
+from warehouse.errors import (
+    BufferFull,
+    IngestError,
+    StoreError,
+    StoreUnavailable,
+    UnsupportedMediaType,
+)
+from warehouse.ingest import events, remote_write
+from warehouse.ingest.batcher import GroupCommitter
+from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
+from warehouse.ingest.metrics import ReceiverMetrics
+from warehouse.store.base import Store
+
+__all__ = ["Receiver", "ReceiverOptions"]
+
+log = logging.getLogger("llmwh.receiver")
+
+V1_PROTO = "prometheus.WriteRequest"
+V2_PROTO = "io.prometheus.write.v2.Request"
+NDJSON_TYPES = {
+    "application/x-ndjson",
+    "application/jsonl",
+    "application/json-seq",
+    "application/ndjson",
+}
+ARROW_STREAM_TYPES = {"application/vnd.apache.arrow.stream"}
+RETRY_AFTER_SECONDS = 1
+
+
+@dataclass(frozen=True)
+class ReceiverOptions:
+    """The receiver's settings (see :class:`warehouse.config.Config`)."""
+
+    max_body_bytes: int = 32 << 20
+    buffer_bytes: int = 256 << 20
+    flush_linger_ms: int = 20
+    auth_token: str | None = None
+    basic_auth: str | None = None
+    tenant_header: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Config) -> ReceiverOptions:
+        return cls(
+            max_body_bytes=config.max_body_bytes,
+            buffer_bytes=config.buffer_bytes,
+            flush_linger_ms=config.flush_linger_ms,
+            auth_token=config.auth_token,
+            basic_auth=config.basic_auth,
+            tenant_header=config.tenant_header,
+        )
+
+
+class Receiver:
+    """The ASGI app. Its lifespan starts and drains the group committer."""
+
+    def __init__(self, store: Store, options: ReceiverOptions | None = None):
+        self.store = store
+        self.options = options or ReceiverOptions()
+        self.metrics = ReceiverMetrics()
+        self.metrics.buffer_limit_bytes.set(self.options.buffer_bytes)
+        self.committer = GroupCommitter(
+            store,
+            max_buffer_bytes=self.options.buffer_bytes,
+            linger=self.options.flush_linger_ms / 1000,
+            on_flush=self.metrics.observe_flush,
+        )
+        self._routes: dict[tuple[str, str], Callable] = {
+            ("POST", "/api/v1/write"): self._remote_write,
+            ("POST", "/api/v1/requests"): self._events,
+            ("GET", "/metrics"): self._metrics,
+            ("GET", "/healthz"): self._healthz,
+            ("GET", "/readyz"): self._readyz,
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.committer.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.committer.close()  # acknowledged writes are all flushed first
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, method = scope["path"], scope["method"]
+        handler = self._routes.get((method, path))
+        if handler is None:
+            allowed = sorted(m for (m, p) in self._routes if p == path)
+            if allowed:
+                await respond(
+                    send, 405, f"{method} not allowed on {path}\n", [("allow", ", ".join(allowed))]
+                )
+            else:
+                await respond(send, 404, f"no such endpoint: {path}\n")
+            return
+        endpoint = path
+        status = 500
+        try:
+            if path.startswith("/api/") and not self._authorized(scope):
+                status = 401
+                await respond(
+                    send,
+                    401,
+                    "missing or wrong credentials\n",
+                    [
+                        (
+                            "www-authenticate",
+                            'Bearer realm="llmwh"'
+                            if self.options.auth_token
+                            else 'Basic realm="llmwh"',
+                        )
+                    ],
+                )
+                return
+            status = await handler(scope, receive, send)
+        except BufferFull as exc:
+            status = exc.http_status
+            await respond(send, status, f"{exc}\n", [("retry-after", str(RETRY_AFTER_SECONDS))])
+        except IngestError as exc:
+            status = exc.http_status
+            await respond(send, status, f"{exc}\n")
+        except StoreUnavailable as exc:
+            status = 503
+            log.warning("store unavailable: %s", exc)
+            await respond(send, status, f"{exc}\n", [("retry-after", str(RETRY_AFTER_SECONDS))])
+        except StoreError as exc:
+            status = 500
+            log.error("store refused a write: %s", exc)
+            await respond(send, status, f"the store could not commit the write: {exc}\n")
+        finally:
+            self.metrics.http_requests.labels(endpoint, str(status)).inc()
+
+    def _authorized(self, scope: Scope) -> bool:
+        token, basic = self.options.auth_token, self.options.basic_auth
+        if token is None and basic is None:
+            return True
+        given = header(scope, "authorization") or ""
+        scheme, _, credentials = given.partition(" ")
+        ok = False
+        # Every configured check runs, and each compares in constant time.
+        if token is not None:
+            ok |= hmac.compare_digest(
+                f"{scheme.lower()} {credentials}".encode(), f"bearer {token}".encode()
+            )
+        if basic is not None:
+            expected = base64.b64encode(basic.encode()).decode()
+            ok |= hmac.compare_digest(
+                f"{scheme.lower()} {credentials}".encode(), f"basic {expected}".encode()
+            )
+        return ok
+
+    # -- endpoints ----------------------------------------------------------------------
+
+    async def _remote_write(self, scope: Scope, receive: Receive, send: Send) -> int:
+        kind, params = media_type(header(scope, "content-type"))
+        proto = params.get("proto", V1_PROTO)
+        if kind not in ("", "application/x-protobuf") or proto not in (V1_PROTO, V2_PROTO):
+            raise UnsupportedMediaType(
+                f"unsupported Content-Type {header(scope, 'content-type')!r}: remote write takes "
+                f"application/x-protobuf with proto={V1_PROTO} or proto={V2_PROTO}"
+            )
+        encoding = (header(scope, "content-encoding") or "snappy").strip().lower()
+        if encoding != "snappy":
+            raise UnsupportedMediaType(
+                f"unsupported Content-Encoding {encoding!r}: remote write bodies are snappy "
+                "(block format)"
+            )
+        body = await read_body(scope, receive, self.options.max_body_bytes)
+        self.metrics.bytes_received.labels("/api/v1/write").inc(len(body))
+        decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
+        started = time.perf_counter()
+        decoded = await asyncio.to_thread(_decode_remote_write, body, decode)
+        self.metrics.decode_seconds.labels("/api/v1/write").observe(time.perf_counter() - started)
+        await self.committer.submit(_store_tables(decoded))
+        self._count_written(decoded)
+        headers = []
+        if proto == V2_PROTO:
+            headers = [
+                ("x-prometheus-remote-write-samples-written", str(decoded.samples_written)),
+                ("x-prometheus-remote-write-histograms-written", str(decoded.histograms_written)),
+                ("x-prometheus-remote-write-exemplars-written", str(decoded.exemplars_written)),
+            ]
+        await respond(send, 204, headers=headers)
+        return 204
+
+    async def _events(self, scope: Scope, receive: Receive, send: Send) -> int:
+        kind, _ = media_type(header(scope, "content-type"))
+        if kind in NDJSON_TYPES:
+            decode = events.decode_ndjson
+        elif kind in ARROW_STREAM_TYPES:
+            decode = events.decode_arrow_stream
+        else:
+            raise UnsupportedMediaType(
+                f"unsupported Content-Type {kind or '(none)'!r}: per-request events are "
+                "application/x-ndjson or application/vnd.apache.arrow.stream"
+            )
+        encoding = (header(scope, "content-encoding") or "identity").strip().lower()
+        if encoding not in _EVENT_DECOMPRESSORS:
+            raise UnsupportedMediaType(
+                f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
+            )
+        body = await read_body(scope, receive, self.options.max_body_bytes)
+        self.metrics.bytes_received.labels("/api/v1/requests").inc(len(body))
+        started = time.perf_counter()
+        table = await asyncio.to_thread(_decode_events, body, encoding, decode)
+        table = self._with_tenant(scope, table)
+        self.metrics.decode_seconds.labels("/api/v1/requests").observe(
+            time.perf_counter() - started
+        )
+        await self.committer.submit({"requests": table})
+        self.metrics.written.labels("requests").inc(table.num_rows)
+        await respond(
+            send, 200, f'{{"accepted": {table.num_rows}}}\n', content_type="application/json"
+        )
+        return 200
+
+    async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> int:
+        self.metrics.buffer_bytes.set(self.committer.buffered_bytes)
+        await respond(
+            send, 200, generate_latest(self.metrics.registry), content_type=CONTENT_TYPE_LATEST
+        )
+        return 200
+
+    async def _healthz(self, scope: Scope, receive: Receive, send: Send) -> int:
+        await respond(send, 200, "ok\n")
+        return 200
+
+    async def _readyz(self, scope: Scope, receive: Receive, send: Send) -> int:
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.store.query_arrow, "SELECT 1 AS ok"), 5)
+        except (StoreError, TimeoutError) as exc:
+            await respond(send, 503, f"store not ready: {exc}\n")
+            return 503
+        await respond(send, 200, "ready\n")
+        return 200
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
+        """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""
+        if self.options.tenant_header is None:
+            return table
+        tenant = header(scope, self.options.tenant_header.lower())
+        if not tenant:
+            raise IngestError(f"missing tenant header {self.options.tenant_header}")
+        column = pa.repeat(pa.scalar(tenant, pa.string()), table.num_rows)
+        index = table.schema.get_field_index("tenant")
+        return table.set_column(index, table.schema.field("tenant"), column)
+
+    def _count_written(self, decoded: remote_write.DecodedWrite) -> None:
+        self.metrics.written.labels("samples").inc(decoded.samples_written)
+        self.metrics.written.labels("histograms").inc(decoded.histograms_written)
+        self.metrics.written.labels("exemplars").inc(decoded.exemplars_written)
+        self.metrics.written.labels("series").inc(decoded.series.num_rows)
+
+
+def _store_tables(decoded: remote_write.DecodedWrite) -> dict[str, pa.Table]:
+    return {
+        "series": decoded.series,
+        "metric_metadata": decoded.metadata,
+        "samples": decoded.samples,
+        "histogram_samples": decoded.histograms,
+        "exemplars": decoded.exemplars,
+    }
+
+
+def _decode_remote_write(body: bytes, decode: Callable) -> remote_write.DecodedWrite:
+    try:
+        raw = bytes(cramjam.snappy.decompress_raw(body))
+    except Exception as exc:  # cramjam raises its own error type for corrupt input
+        raise IngestError(f"body is not valid snappy (block format): {exc}") from None
+    return decode(raw)
+
+
+_EVENT_DECOMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
+    "identity": lambda body: body,
+    "gzip": gzip.decompress,
+    "zstd": lambda body: bytes(cramjam.zstd.decompress(body)),
+}
+
+
+def _decode_events(body: bytes, encoding: str, decode: Callable[[bytes], pa.Table]) -> pa.Table:
+    try:
+        raw = _EVENT_DECOMPRESSORS[encoding](body)
+    except Exception as exc:
+        raise IngestError(f"body is not valid {encoding}: {exc}") from None
+    return decode(raw)

@@ -1,0 +1,78 @@
+"""Small ASGI helpers: read a bounded body, parse media types, send a response."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+from warehouse.errors import IngestError, PayloadTooLarge
+
+__all__ = ["Receive", "Scope", "Send", "header", "media_type", "read_body", "respond"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+def header(scope: Scope, name: str) -> str | None:
+    """The first value of a request header (``name`` in lower case), or None."""
+    wanted = name.encode()
+    for key, value in scope.get("headers", ()):
+        if key.lower() == wanted:
+            return value.decode("latin-1")
+    return None
+
+
+def media_type(value: str | None) -> tuple[str, dict[str, str]]:
+    """Split ``type/subtype; a=b`` into the lower-cased type and its parameters."""
+    if not value:
+        return "", {}
+    kind, *params = value.split(";")
+    parsed = {}
+    for param in params:
+        key, _, val = param.strip().partition("=")
+        if key:
+            parsed[key.strip().lower()] = val.strip().strip('"')
+    return kind.strip().lower(), parsed
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body; :class:`PayloadTooLarge` as soon as it passes ``limit``."""
+    declared = header(scope, "content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                raise PayloadTooLarge(
+                    f"body of {int(declared):,} bytes is above the {limit:,} limit"
+                )
+        except ValueError:
+            raise IngestError(f"invalid Content-Length {declared!r}") from None
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise IngestError("the client disconnected before sending the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body is above the {limit:,}-byte limit")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def respond(
+    send: Send,
+    status: int,
+    body: bytes | str = b"",
+    headers: Iterable[tuple[str, str]] = (),
+    content_type: str = "text/plain; charset=utf-8",
+) -> None:
+    payload = body.encode() if isinstance(body, str) else body
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    if payload:
+        raw.append((b"content-type", content_type.encode()))
+    raw.append((b"content-length", str(len(payload)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,70 @@
+"""The receiver's own metrics, on a registry of its own, served at ``GET /metrics``."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from warehouse.ingest.batcher import FlushStats
+
+__all__ = ["ReceiverMetrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class ReceiverMetrics:
+    """Counters and histograms of what the receiver took in and wrote."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.http_requests = Counter(
+            "llmwh_receiver_http_requests",
+            "HTTP requests by endpoint and status code",
+            ["endpoint", "code"],
+            registry=r,
+        )
+        self.bytes_received = Counter(
+            "llmwh_receiver_received_bytes",
+            "Request body bytes received (compressed)",
+            ["endpoint"],
+            registry=r,
+        )
+        self.written = Counter(
+            "llmwh_receiver_written",
+            "Elements acknowledged after commit, by kind",
+            ["kind"],
+            registry=r,
+        )
+        self.decode_seconds = Histogram(
+            "llmwh_receiver_decode_seconds",
+            "Time to decompress, decode and validate a body",
+            ["endpoint"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.flush_seconds = Histogram(
+            "llmwh_receiver_flush_seconds",
+            "Time of one group-commit flush into the store",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.flushes = Counter(
+            "llmwh_receiver_flushes", "Group-commit flushes by outcome", ["outcome"], registry=r
+        )
+        self.flush_writes = Histogram(
+            "llmwh_receiver_flush_writes",
+            "HTTP writes sharing one flush",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=r,
+        )
+        self.buffer_bytes = Gauge(
+            "llmwh_receiver_buffer_bytes", "Bytes waiting for or in a flush", registry=r
+        )
+        self.buffer_limit_bytes = Gauge(
+            "llmwh_receiver_buffer_limit_bytes", "Byte bound of the ingest buffer", registry=r
+        )
+
+    def observe_flush(self, stats: FlushStats) -> None:
+        self.flush_seconds.observe(stats.seconds)
+        self.flush_writes.observe(stats.writes)
+        self.flushes.labels("error" if stats.failed else "ok").inc()
