@@ -1,0 +1,523 @@
+"""Remote-write decoding: real payloads built with the message classes, no database.
+
+Run this file directly for the decode throughput figures:
+``.venv/bin/python tests/unit/ingest/test_remote_write.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+import sys
+import time
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from warehouse.errors import IngestError
+from warehouse.ingest.proto import V1, V2
+from warehouse.ingest.remote_write import (
+    EXEMPLARS_SCHEMA,
+    HISTOGRAMS_SCHEMA,
+    METADATA_SCHEMA,
+    SAMPLES_SCHEMA,
+    SERIES_SCHEMA,
+    decode_v1,
+    decode_v2,
+    series_id,
+    series_key,
+)
+
+STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8DEADBEEF0001))[0]
+T0 = 1_700_000_000_000
+
+
+def bits(values) -> list[int]:
+    return np.asarray(values, np.float64).view(np.uint64).tolist()
+
+
+def v1(*series, metadata=()) -> bytes:
+    """``series``: (labels as (name, value) pairs, samples as (timestamp, value) pairs)."""
+    request = V1.WriteRequest()
+    for labels, samples in series:
+        ts = request.timeseries.add()
+        for name, value in labels:
+            ts.labels.add(name=name, value=value)
+        for timestamp, value in samples:
+            ts.samples.add(timestamp=timestamp, value=value)
+    for kind, family, help_text, unit in metadata:
+        request.metadata.add(type=kind, metric_family_name=family, help=help_text, unit=unit)
+    return request.SerializeToString()
+
+
+class Symbols:
+    """Builds a 2.0 symbols table."""
+
+    def __init__(self):
+        self.table = [""]
+
+    def ref(self, text: str) -> int:
+        if text not in self.table:
+            self.table.append(text)
+        return self.table.index(text)
+
+    def refs(self, labels) -> list[int]:
+        return [r for name, value in labels for r in (self.ref(name), self.ref(value))]
+
+
+def v2(*series, symbols: Symbols | None = None) -> bytes:
+    symbols = symbols or Symbols()
+    request = V2.Request()
+    for labels, samples in series:
+        ts = request.timeseries.add()
+        ts.labels_refs.extend(symbols.refs(labels))
+        for timestamp, value in samples:
+            ts.samples.add(timestamp=timestamp, value=value)
+    request.symbols.extend(symbols.table)
+    return request.SerializeToString()
+
+
+def as_dicts(table: pa.Table) -> list[dict]:
+    return table.to_pylist()
+
+
+# --- decoding --------------------------------------------------------------------------
+
+
+def test_v1_series_samples_and_ids():
+    body = v1(
+        ([("__name__", "up"), ("job", "api"), ("instance", "a:1")], [(T0, 1.0), (T0 + 15, 2.5)]),
+        ([("__name__", "llm_ttft_seconds"), ("model", "m")], [(T0 + 5, 0.25)]),
+    )
+    decoded = decode_v1(body)
+
+    assert decoded.series.schema == SERIES_SCHEMA
+    assert decoded.samples.schema == SAMPLES_SCHEMA
+    series = as_dicts(decoded.series)
+    assert [s["metric_name"] for s in series] == ["up", "llm_ttft_seconds"]
+    assert series[0]["labels"] == [("instance", "a:1"), ("job", "api")]  # sorted, no __name__
+    assert str(series[0]["id"]) == series_id("up", {"job": "api", "instance": "a:1"})
+    assert series[0]["min_time"].timestamp() * 1000 == T0
+    assert series[0]["max_time"].timestamp() * 1000 == T0 + 15
+    samples = as_dicts(decoded.samples)
+    assert [(str(s["id"]), s["value"]) for s in samples] == [
+        (str(series[0]["id"]), 1.0),
+        (str(series[0]["id"]), 2.5),
+        (str(series[1]["id"]), 0.25),
+    ]
+    assert decoded.samples_written == 3
+    assert decoded.histograms_written == decoded.exemplars_written == 0
+    assert decoded.nbytes > 0
+
+
+def test_the_id_layout_is_length_prefixed_and_md5_read_as_clickhouse_uuid():
+    key = series_key("up", {"job": "api", "__name__": "ignored", "a": "é:1"})
+    assert key == b"2:up1:a4:\xc3\xa9:13:job3:api"
+    digest = hashlib.md5(key).digest()
+    expected = uuid.UUID(bytes=digest[7::-1] + digest[15:7:-1])
+    assert series_id("up", {"job": "api", "a": "é:1"}) == str(expected)
+    # Length prefixes keep label sets apart that plain concatenation would merge.
+    assert series_id("a", {"b": "c"}) != series_id("ab", {"": "c"})
+    assert series_id("m", {"a": "bc"}) != series_id("m", {"ab": "c"})
+
+
+def test_label_order_does_not_change_the_id_in_either_version():
+    labels = [("__name__", "requests_total"), ("zone", "b"), ("Tenant", "x"), ("model", "m")]
+    shuffled = [labels[2], labels[0], labels[3], labels[1]]
+    one = decode_v1(v1((labels, [(T0, 1.0)])))
+    other = decode_v1(v1((shuffled, [(T0, 1.0)])))
+    two = decode_v2(v2((shuffled, [(T0, 1.0)])))
+    ids = {str(d.series.column("id")[0].as_py()) for d in (one, other, two)}
+    assert len(ids) == 1
+    assert as_dicts(two.series)[0]["labels"] == [("Tenant", "x"), ("model", "m"), ("zone", "b")]
+
+
+def test_special_floats_keep_every_bit():
+    values = [STALE, NAN_PAYLOAD, float("nan"), float("inf"), float("-inf"), -0.0, 5e-324, 0.0]
+    samples = [(T0 + k, value) for k, value in enumerate(values)]
+    for decode, build in ((decode_v1, v1), (decode_v2, v2)):
+        decoded = decode(build(([("__name__", "x")], samples)))
+        assert bits(decoded.samples.column("value")) == bits(values)
+
+
+def test_zero_values_and_timestamps_left_off_the_wire_are_read_back():
+    # proto3 omits zero fields: these series take the sample-by-sample path, the
+    # others stay columnar, and the order of series is kept.
+    body = v1(
+        ([("__name__", "a")], [(T0, 1.0), (T0 + 1, 2.0)]),
+        ([("__name__", "b")], [(T0, 0.0), (0, 3.0), (T0 + 2, 0.0)]),
+        ([("__name__", "c")], [(T0, 4.0)]),
+    )
+    for decoded in (decode_v1(body), decode_v2(v2(*V1_AS_SERIES(body)))):
+        samples = as_dicts(decoded.samples)
+        names = dict(
+            zip(
+                decoded.series.column("id").to_pylist(),
+                decoded.series.column("metric_name").to_pylist(),
+                strict=True,
+            )
+        )
+        got = [
+            (names[s["id"]], int(s["timestamp"].timestamp() * 1000), s["value"]) for s in samples
+        ]
+        assert got == [
+            ("a", T0, 1.0),
+            ("a", T0 + 1, 2.0),
+            ("b", T0, 0.0),
+            ("b", 0, 3.0),
+            ("b", T0 + 2, 0.0),
+            ("c", T0, 4.0),
+        ]
+
+
+def V1_AS_SERIES(body: bytes):
+    request = V1.WriteRequest.FromString(body)
+    return [
+        (
+            [(label.name, label.value) for label in ts.labels],
+            [(s.timestamp, s.value) for s in ts.samples],
+        )
+        for ts in request.timeseries
+    ]
+
+
+def test_labels_with_empty_values_are_dropped():
+    body = v1(([("__name__", "x"), ("a", ""), ("b", "1")], [(T0, 1.0)]))
+    decoded = decode_v1(body)
+    assert as_dicts(decoded.series)[0]["labels"] == [("b", "1")]
+    assert str(decoded.series.column("id")[0].as_py()) == series_id("x", {"b": "1"})
+
+
+def test_repeated_series_collapse_into_one_row():
+    labels = [("__name__", "x"), ("job", "j")]
+    decoded = decode_v1(v1((labels, [(T0 + 10, 1.0)]), (labels[::-1], [(T0, 2.0)])))
+    assert decoded.series.num_rows == 1
+    row = as_dicts(decoded.series)[0]
+    assert row["min_time"].timestamp() * 1000 == T0
+    assert row["max_time"].timestamp() * 1000 == T0 + 10
+    assert decoded.samples.num_rows == 2
+
+
+def test_long_and_non_ascii_label_values():
+    long_value = "ü" * 300  # 600 bytes: a two-byte length on the wire
+    labels = [("__name__", "x"), ("long", long_value), ("emoji", "🙂")]
+    decoded = decode_v1(v1((labels, [(T0, 1.0)])))
+    assert dict(as_dicts(decoded.series)[0]["labels"]) == {"long": long_value, "emoji": "🙂"}
+    assert str(decoded.series.column("id")[0].as_py()) == series_id(
+        "x", {"long": long_value, "emoji": "🙂"}
+    )
+
+
+def test_an_empty_write_gives_empty_tables():
+    for decoded in (decode_v1(b""), decode_v2(b"")):
+        assert decoded.series.num_rows == decoded.samples.num_rows == 0
+        assert decoded.samples.schema == SAMPLES_SCHEMA
+        assert decoded.histograms.schema == HISTOGRAMS_SCHEMA
+        assert decoded.exemplars.schema == EXEMPLARS_SCHEMA
+        assert decoded.metadata.schema == METADATA_SCHEMA
+
+
+def test_v1_histograms_exemplars_and_metadata():
+    request = V1.WriteRequest()
+    ts = request.timeseries.add()
+    ts.labels.add(name="__name__", value="llm_e2e_seconds")
+    h = ts.histograms.add(
+        count_int=10,
+        sum=12.5,
+        schema=3,
+        zero_threshold=1e-9,
+        zero_count_int=1,
+        timestamp=T0,
+        reset_hint=2,
+    )
+    h.positive_spans.add(offset=-2, length=2)
+    h.positive_spans.add(offset=3, length=1)
+    h.positive_deltas.extend([3, -1, 4])  # absolute 3, 2, 6
+    h.negative_spans.add(offset=0, length=1)
+    h.negative_deltas.extend([1])
+    f = ts.histograms.add(count_float=2.5, sum=1.0, schema=-53, timestamp=T0 + 1)
+    f.positive_spans.add(offset=0, length=2)
+    f.positive_counts.extend([0.5, 2.0])
+    f.custom_values.extend([0.1, 1.0])
+    e = ts.exemplars.add(value=0.75, timestamp=T0)
+    e.labels.add(name="trace_id", value="abc")
+    request.metadata.add(type=3, metric_family_name="llm_e2e_seconds", help="E2E", unit="seconds")
+
+    decoded = decode_v1(request.SerializeToString())
+
+    assert decoded.histograms.schema == HISTOGRAMS_SCHEMA
+    first, second = as_dicts(decoded.histograms)
+    assert first["count"] == 10 and first["sum"] == 12.5 and first["schema"] == 3
+    assert first["zero_count"] == 1 and first["reset_hint"] == "no"
+    assert first["start_timestamp"] is None
+    assert first["positive_span_offsets"] == [-2, 3]
+    assert first["positive_span_lengths"] == [2, 1]
+    assert first["positive_counts"] == [3.0, 2.0, 6.0]
+    assert first["negative_counts"] == [1.0]
+    assert second["count"] == 2.5 and second["positive_counts"] == [0.5, 2.0]
+    assert second["custom_values"] == [0.1, 1.0] and second["reset_hint"] == "unknown"
+    assert decoded.histograms_written == 2
+    (exemplar,) = as_dicts(decoded.exemplars)
+    assert exemplar["value"] == 0.75 and exemplar["labels"] == [("trace_id", "abc")]
+    assert decoded.exemplars_written == 1
+    (meta,) = as_dicts(decoded.metadata)
+    assert (meta["metric_family_name"], meta["type"], meta["help"], meta["unit"]) == (
+        "llm_e2e_seconds",
+        "histogram",
+        "E2E",
+        "seconds",
+    )
+    series_ids = decoded.series.column("id").to_pylist()
+    assert decoded.histograms.column("id").to_pylist() == series_ids * 2
+    assert decoded.series.column("max_time")[0].as_py().timestamp() * 1000 == T0 + 1
+
+
+def test_v2_everything():
+    symbols = Symbols()
+    request = V2.Request()
+    counter = request.timeseries.add()
+    counter.labels_refs.extend(symbols.refs([("__name__", "tokens_total"), ("model", "m")]))
+    counter.samples.add(value=42.0, timestamp=T0, start_timestamp=T0 - 60_000)
+    counter.metadata.type = 1
+    counter.metadata.help_ref = symbols.ref("Tokens generated")
+    counter.metadata.unit_ref = symbols.ref("tokens")
+    e = counter.exemplars.add(value=7.0, timestamp=T0)
+    e.labels_refs.extend(symbols.refs([("trace_id", "t1")]))
+    hist = request.timeseries.add()
+    hist.labels_refs.extend(symbols.refs([("__name__", "ttft_seconds"), ("model", "m")]))
+    h = hist.histograms.add(
+        count_int=3, sum=0.9, schema=0, timestamp=T0, start_timestamp=T0 - 1000, reset_hint=3
+    )
+    h.positive_spans.add(offset=1, length=2)
+    h.positive_deltas.extend([2, -1])
+    hist.metadata.type = 3
+    request.symbols.extend(symbols.table)
+
+    decoded = decode_v2(request.SerializeToString())
+
+    assert [s["metric_name"] for s in as_dicts(decoded.series)] == ["tokens_total", "ttft_seconds"]
+    assert decoded.samples_written == 1 and decoded.histograms_written == 1
+    assert decoded.exemplars_written == 1
+    (row,) = as_dicts(decoded.histograms)
+    assert row["positive_counts"] == [2.0, 1.0] and row["reset_hint"] == "gauge"
+    assert row["start_timestamp"].timestamp() * 1000 == T0 - 1000
+    assert as_dicts(decoded.exemplars)[0]["labels"] == [("trace_id", "t1")]
+    meta = {m["metric_family_name"]: m for m in as_dicts(decoded.metadata)}
+    assert (meta["tokens_total"]["type"], meta["tokens_total"]["help"]) == (
+        "counter",
+        "Tokens generated",
+    )
+    assert meta["tokens_total"]["unit"] == "tokens"
+    assert (meta["ttft_seconds"]["type"], meta["ttft_seconds"]["help"]) == ("histogram", "")
+
+
+def test_many_random_requests_match_a_sample_by_sample_reading():
+    rnd = random.Random(7)
+    for _ in range(30):
+        series = []
+        for i in range(rnd.randint(0, 40)):
+            labels = [("__name__", f"m{rnd.randint(0, 3)}")]
+            labels += [
+                (f"l{k}", rnd.choice(["", "v", "w" * rnd.randint(1, 200)]))
+                for k in rnd.sample(range(8), rnd.randint(0, 5))
+            ]
+            rnd.shuffle(labels)
+            samples = [
+                (
+                    rnd.choice([0, T0 + i, -5, 2**62]),
+                    rnd.choice([0.0, 1.5, -2.0, STALE, float("inf"), rnd.random()]),
+                )
+                for _ in range(rnd.randint(0, 6))
+            ]
+            series.append((labels, samples))
+        expected = [
+            (series_id(dict(labels)["__name__"], {k: v for k, v in labels if v}), t, v)
+            for labels, samples in series
+            for t, v in samples
+        ]
+        for decoded in (decode_v1(v1(*series)), decode_v2(v2(*series))):
+            got = list(
+                zip(
+                    map(str, decoded.samples.column("id").to_pylist()),
+                    decoded.samples.column("timestamp").cast(pa.int64()).to_pylist(),
+                    decoded.samples.column("value").to_pylist(),
+                    strict=True,
+                )
+            )
+            assert [(i, t) for i, t, _ in got] == [(i, t) for i, t, _ in expected]
+            assert bits([v for _, _, v in got]) == bits([v for _, _, v in expected])
+
+
+# --- validation ------------------------------------------------------------------------
+
+
+def refuses(decode, body, match):
+    with pytest.raises(IngestError, match=match) as caught:
+        decode(body)
+    assert caught.value.http_status == 400
+
+
+def test_corrupt_protobuf_is_refused():
+    refuses(decode_v1, b"\x0a\xff\xff", "not a valid prometheus.WriteRequest")
+    refuses(decode_v2, b"\x2a\x05ab", "not a valid io.prometheus.write.v2.Request")
+    refuses(decode_v1, v1(([("__name__", "x")], [])) + b"\x0a\x03\x0a\x01\xff", "not a valid")
+
+
+def test_a_series_without_a_name_is_refused():
+    body = v1(([("__name__", "ok")], [(T0, 1.0)]), ([("job", "api")], [(T0, 1.0)]))
+    refuses(decode_v1, body, r"series 1: no __name__ label \(labels: \{'job': 'api'\}\)")
+    refuses(decode_v2, v2(*V1_AS_SERIES(body)), "series 1: no __name__ label")
+
+
+def test_duplicate_label_names_are_refused():
+    body = v1(([("__name__", "x"), ("job", "a"), ("job", "b")], [(T0, 1.0)]))
+    refuses(decode_v1, body, "series 0: duplicate label name 'job'")
+    refuses(decode_v2, v2(*V1_AS_SERIES(body)), "series 0: duplicate label name 'job'")
+
+
+def test_an_empty_label_name_is_refused():
+    body = v1(([("__name__", "x")], [(T0, 1.0)]), ([("__name__", "x"), ("", "v")], [(T0, 1.0)]))
+    refuses(decode_v1, body, "series 1: empty label name \\(with value 'v'\\)")
+    refuses(decode_v2, v2(*V1_AS_SERIES(body)), "series 1: empty label name")
+
+
+def test_v1_metadata_without_a_family_name_is_refused():
+    refuses(decode_v1, v1(metadata=[(1, "", "help", "")]), "metadata 0: empty metric_family_name")
+
+
+def test_v2_symbols_must_start_with_the_empty_string():
+    request = V2.Request(symbols=["__name__", "x"])
+    request.timeseries.add(labels_refs=[0, 1]).samples.add(value=1, timestamp=T0)
+    refuses(decode_v2, request.SerializeToString(), "symbols\\[0\\] must be the empty string")
+
+
+def test_v2_label_refs_out_of_range_and_odd_are_refused():
+    request = V2.Request(symbols=["", "__name__", "x"])
+    request.timeseries.add(labels_refs=[1, 2]).samples.add(value=1, timestamp=T0)
+    request.timeseries.add(labels_refs=[1, 2, 1, 9]).samples.add(value=1, timestamp=T0)
+    refuses(
+        decode_v2,
+        request.SerializeToString(),
+        r"series 1: labels_refs\[3\] = 9 is out of range \(3 symbols\)",
+    )
+    del request.timeseries[1]
+    request.timeseries.add(labels_refs=[1, 2, 1]).samples.add(value=1, timestamp=T0)
+    refuses(decode_v2, request.SerializeToString(), r"series 1: odd number of labels_refs \(3\)")
+
+
+def test_v2_metadata_refs_out_of_range_are_refused():
+    for field in ("help_ref", "unit_ref"):
+        request = V2.Request(symbols=["", "__name__", "x"])
+        ts = request.timeseries.add(labels_refs=[1, 2])
+        ts.samples.add(value=1, timestamp=T0)
+        setattr(ts.metadata, field, 3)
+        refuses(
+            decode_v2,
+            request.SerializeToString(),
+            f"series 0: metadata {field} = 3 is out of range",
+        )
+
+
+def test_v2_a_series_with_samples_and_histograms_is_refused():
+    request = V2.Request(symbols=["", "__name__", "x"])
+    ts = request.timeseries.add(labels_refs=[1, 2])
+    ts.samples.add(value=1, timestamp=T0)
+    ts.histograms.add(count_int=0, timestamp=T0)
+    refuses(decode_v2, request.SerializeToString(), "series 0: has both samples and histograms")
+
+
+def test_v2_an_exemplar_without_timestamp_is_refused():
+    request = V2.Request(symbols=["", "__name__", "x", "trace_id", "t"])
+    ts = request.timeseries.add(labels_refs=[1, 2])
+    ts.samples.add(value=1, timestamp=T0)
+    ts.exemplars.add(value=1.0, labels_refs=[3, 4], timestamp=T0)
+    ts.exemplars.add(value=1.0, labels_refs=[3, 4])
+    refuses(decode_v2, request.SerializeToString(), "series 0, exemplar 1: no timestamp")
+    ts.exemplars[1].timestamp = T0
+    ts.exemplars[1].labels_refs.append(3)
+    refuses(decode_v2, request.SerializeToString(), "series 0, exemplar 1: odd number")
+
+
+def test_histograms_whose_spans_do_not_match_their_buckets_are_refused():
+    for decode, request in ((decode_v1, V1.WriteRequest()), (decode_v2, V2.Request())):
+        if decode is decode_v2:
+            request.symbols.extend(["", "__name__", "h"])
+            ts = request.timeseries.add(labels_refs=[1, 2])
+        else:
+            ts = request.timeseries.add()
+            ts.labels.add(name="__name__", value="h")
+        h = ts.histograms.add(count_int=3, timestamp=T0)
+        h.positive_spans.add(offset=0, length=3)
+        h.positive_deltas.extend([1, 1])
+        refuses(
+            decode,
+            request.SerializeToString(),
+            "series 0, histogram 0: positive_spans cover 3 buckets but 2 positive_deltas",
+        )
+        del h.positive_deltas[:]
+        h.negative_spans.add(offset=0, length=1)
+        h.positive_deltas.extend([1, 0, 0])
+        h.negative_counts.extend([1.0, 2.0])
+        refuses(decode, request.SerializeToString(), "negative_spans cover 1 buckets but 2")
+
+
+def test_nothing_is_returned_for_a_write_with_one_bad_series():
+    good = [([("__name__", f"m{i}")], [(T0, float(i))]) for i in range(100)]
+    bad = ([("__name__", "x"), ("a", "1"), ("a", "2")], [(T0, 1.0)])
+    refuses(decode_v1, v1(*good, bad, *good), "series 100: duplicate label name 'a'")
+
+
+# --- throughput ------------------------------------------------------------------------
+
+
+def throughput_body(n_series: int, n_samples: int, zeros: bool = False) -> bytes:
+    rnd = random.Random(1)
+    request = V1.WriteRequest()
+    for i in range(n_series):
+        ts = request.timeseries.add()
+        for name, value in (
+            ("__name__", f"vllm:metric_{i % 20}"),
+            ("instance", f"host-{i % 50}:8000"),
+            ("job", "vllm"),
+            ("model_name", f"model-{i % 7}"),
+            ("request_id", f"req-{i:08d}"),
+            ("tenant", f"t{i % 13}"),
+            ("zone", "eu-1a"),
+        ):
+            ts.labels.add(name=name, value=value)
+        for j in range(n_samples):
+            value = 0.0 if zeros and i % 10 == 0 else rnd.random() * 100 + 1
+            ts.samples.add(value=value, timestamp=T0 + j * 15_000)
+    return request.SerializeToString()
+
+
+def main() -> None:
+    for n_series, n_samples, zeros in (
+        (2000, 250, False),
+        (2000, 250, True),
+        (100_000, 1, False),
+        (100_000, 1, True),
+    ):
+        body = throughput_body(n_series, n_samples, zeros)
+        decode_v1(body)
+        best = min(_timed(decode_v1, body) for _ in range(5))
+        total = n_series * n_samples
+        note = ", every 10th series all zeros" if zeros else ""
+        print(
+            f"decode_v1 {n_series:>7,} series x {n_samples:>3} samples{note}: "
+            f"{best * 1000:6.0f} ms, {total / best / 1e6:.2f} M samples/s"
+        )
+
+
+def _timed(function, argument) -> float:
+    start = time.perf_counter()
+    function(argument)
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    sys.exit(main())

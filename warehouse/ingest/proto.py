@@ -1,0 +1,634 @@
+"""Remote-write protobuf messages, built at import time from descriptors written here.
+
+No ``protoc`` and no generated ``_pb2`` modules: each ``.proto`` file of the
+specifications is written below as a :class:`~google.protobuf.descriptor_pb2.FileDescriptorProto`
+and turned into message classes by the installed runtime (upb). Field numbers,
+types and enum values are those of
+
+* Remote-Write 1.0: ``prometheus.WriteRequest`` (``prompb/remote.proto`` and
+  ``prompb/types.proto``: ``TimeSeries``, ``Label``, ``Sample``, ``Exemplar``,
+  ``Histogram``, ``BucketSpan``, ``MetricMetadata``);
+* Remote-Write 2.0-rc.4: ``io.prometheus.write.v2.Request``
+  (``prompb/io/prometheus/write/v2/types.proto``), where ``start_timestamp`` lives
+  on each ``Sample`` (field 3) and ``Histogram`` (field 17) and ``TimeSeries`` field 6
+  (rc.3's ``created_timestamp``) is reserved.
+
+Column views
+------------
+Decoding millions of samples through one Python object per sample is what makes a
+Python receiver slow. The *column views* below describe the very same bytes with a
+different shape: a field that the specification declares ``repeated Sample`` is
+declared here as a *singular* message whose fields are *repeated*. Protobuf parsers
+merge every occurrence of a singular message field into one message, and merging
+concatenates repeated fields, so parsing a ``TimeSeries`` with its column view gives
+one ``repeated double value`` and one ``repeated int64 timestamp`` holding every
+sample of the series, in wire order, without a Python object per sample.
+
+Proto3 encoders leave out zero values (a sample of value ``0.0`` has no field 1 on
+the wire), so columns can come out shorter than the number of samples; the *shape
+views* (each element kept as raw ``bytes``, whose ``len`` is free) give the true
+counts, and the decoder uses the columns only when the counts agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+__all__ = [
+    "V1",
+    "V1_COLUMNS",
+    "V1_COUNTS",
+    "V1_SPLIT",
+    "V2",
+    "V2_COLUMNS",
+    "V2_COUNTS",
+    "V2_SPLIT",
+    "Fields",
+    "Records",
+    "element_counts",
+    "gather",
+    "packed_doubles",
+    "packed_varints",
+    "scan",
+    "split_records",
+]
+
+_F = descriptor_pb2.FieldDescriptorProto
+_OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+_TYPES = {
+    "double": _F.TYPE_DOUBLE,
+    "int64": _F.TYPE_INT64,
+    "uint64": _F.TYPE_UINT64,
+    "uint32": _F.TYPE_UINT32,
+    "sint32": _F.TYPE_SINT32,
+    "sint64": _F.TYPE_SINT64,
+    "string": _F.TYPE_STRING,
+    "bytes": _F.TYPE_BYTES,
+}
+
+# One private pool: message names here never clash with another copy of the
+# Prometheus protos that some other library may have put in the default pool.
+_POOL = descriptor_pool.DescriptorPool()
+
+
+class _Namespace:
+    """The message classes of one file, as attributes (``V1.TimeSeries``)."""
+
+    def __init__(self, package: str, classes: dict[str, Any]):
+        self.package = package
+        self.__dict__.update(classes)
+
+    def __repr__(self) -> str:
+        return f"<messages of {self.package}>"
+
+
+def _field(
+    name: str,
+    number: int,
+    kind: str,
+    *,
+    repeated: bool = False,
+    oneof: int | None = None,
+) -> _F:
+    """A field; ``kind`` is a scalar type name, ``.Message`` or ``enum:.Enum``."""
+    field = _F(name=name, number=number, label=_REPEATED if repeated else _OPTIONAL)
+    if kind in _TYPES:
+        field.type = _TYPES[kind]
+    elif kind.startswith("enum:"):
+        field.type = _F.TYPE_ENUM
+        field.type_name = kind[5:]
+    else:
+        field.type = _F.TYPE_MESSAGE
+        field.type_name = kind
+    if oneof is not None:
+        field.oneof_index = oneof
+    return field
+
+
+def _message(
+    name: str,
+    fields: Iterable[_F],
+    *,
+    oneofs: Iterable[str] = (),
+    enums: Iterable[tuple[str, list[tuple[str, int]]]] = (),
+    reserved: Iterable[tuple[int, int]] = (),
+) -> descriptor_pb2.DescriptorProto:
+    message = descriptor_pb2.DescriptorProto(name=name)
+    message.field.extend(fields)
+    for oneof in oneofs:
+        message.oneof_decl.add(name=oneof)
+    for enum_name, values in enums:
+        enum = message.enum_type.add(name=enum_name)
+        for value_name, number in values:
+            enum.value.add(name=value_name, number=number)
+    for start, end in reserved:  # end inclusive, as in .proto files
+        message.reserved_range.add(start=start, end=end + 1)
+    return message
+
+
+def _build(file_name: str, package: str, messages: list[descriptor_pb2.DescriptorProto]):
+    proto = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="proto3")
+    proto.message_type.extend(messages)
+    _POOL.Add(proto)
+    classes = {
+        m.name: message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{package}.{m.name}"))
+        for m in messages
+    }
+    return _Namespace(package, classes)
+
+
+def _histogram(package: str, *, reset_hint_values: list[tuple[str, int]], v2: bool):
+    """The native histogram message: identical wire layout in 1.0 and 2.0."""
+    span = f".{package}.BucketSpan"
+    fields = [
+        _field("count_int", 1, "uint64", oneof=0),
+        _field("count_float", 2, "double", oneof=0),
+        _field("sum", 3, "double"),
+        _field("schema", 4, "sint32"),
+        _field("zero_threshold", 5, "double"),
+        _field("zero_count_int", 6, "uint64", oneof=1),
+        _field("zero_count_float", 7, "double", oneof=1),
+        _field("negative_spans", 8, span, repeated=True),
+        _field("negative_deltas", 9, "sint64", repeated=True),
+        _field("negative_counts", 10, "double", repeated=True),
+        _field("positive_spans", 11, span, repeated=True),
+        _field("positive_deltas", 12, "sint64", repeated=True),
+        _field("positive_counts", 13, "double", repeated=True),
+        _field("reset_hint", 14, f"enum:.{package}.Histogram.ResetHint"),
+        _field("timestamp", 15, "int64"),
+        _field("custom_values", 16, "double", repeated=True),
+    ]
+    if v2:
+        fields.append(_field("start_timestamp", 17, "int64"))
+    return _message(
+        "Histogram",
+        fields,
+        oneofs=("count", "zero_count"),
+        enums=[("ResetHint", reset_hint_values)],
+    )
+
+
+def _bucket_span() -> descriptor_pb2.DescriptorProto:
+    return _message("BucketSpan", [_field("offset", 1, "sint32"), _field("length", 2, "uint32")])
+
+
+# --- Remote-Write 1.0: prometheus.WriteRequest ------------------------------------------
+
+_P1 = "prometheus"
+V1 = _build(
+    "llmwh/prometheus/remote.proto",
+    _P1,
+    [
+        _message(
+            "WriteRequest",
+            [
+                _field("timeseries", 1, f".{_P1}.TimeSeries", repeated=True),
+                _field("metadata", 3, f".{_P1}.MetricMetadata", repeated=True),
+            ],
+            reserved=[(2, 2)],
+        ),
+        _message(
+            "TimeSeries",
+            [
+                _field("labels", 1, f".{_P1}.Label", repeated=True),
+                _field("samples", 2, f".{_P1}.Sample", repeated=True),
+                _field("exemplars", 3, f".{_P1}.Exemplar", repeated=True),
+                _field("histograms", 4, f".{_P1}.Histogram", repeated=True),
+            ],
+        ),
+        _message("Label", [_field("name", 1, "string"), _field("value", 2, "string")]),
+        _message("Sample", [_field("value", 1, "double"), _field("timestamp", 2, "int64")]),
+        _message(
+            "Exemplar",
+            [
+                _field("labels", 1, f".{_P1}.Label", repeated=True),
+                _field("value", 2, "double"),
+                _field("timestamp", 3, "int64"),
+            ],
+        ),
+        _histogram(
+            _P1, reset_hint_values=[("UNKNOWN", 0), ("YES", 1), ("NO", 2), ("GAUGE", 3)], v2=False
+        ),
+        _bucket_span(),
+        _message(
+            "MetricMetadata",
+            [
+                _field("type", 1, f"enum:.{_P1}.MetricMetadata.MetricType"),
+                _field("metric_family_name", 2, "string"),
+                _field("help", 4, "string"),
+                _field("unit", 5, "string"),
+            ],
+            enums=[
+                (
+                    "MetricType",
+                    [
+                        ("UNKNOWN", 0),
+                        ("COUNTER", 1),
+                        ("GAUGE", 2),
+                        ("HISTOGRAM", 3),
+                        ("GAUGEHISTOGRAM", 4),
+                        ("SUMMARY", 5),
+                        ("INFO", 6),
+                        ("STATESET", 7),
+                    ],
+                )
+            ],
+        ),
+    ],
+)
+
+# --- Remote-Write 2.0-rc.4: io.prometheus.write.v2.Request ------------------------------
+
+_P2 = "io.prometheus.write.v2"
+V2 = _build(
+    "llmwh/io/prometheus/write/v2/types.proto",
+    _P2,
+    [
+        _message(
+            "Request",
+            [
+                _field("symbols", 4, "string", repeated=True),
+                _field("timeseries", 5, f".{_P2}.TimeSeries", repeated=True),
+            ],
+            reserved=[(1, 3)],
+        ),
+        _message(
+            "TimeSeries",
+            [
+                _field("labels_refs", 1, "uint32", repeated=True),
+                _field("samples", 2, f".{_P2}.Sample", repeated=True),
+                _field("histograms", 3, f".{_P2}.Histogram", repeated=True),
+                _field("exemplars", 4, f".{_P2}.Exemplar", repeated=True),
+                _field("metadata", 5, f".{_P2}.Metadata"),
+            ],
+            reserved=[(6, 6)],
+        ),
+        _message(
+            "Exemplar",
+            [
+                _field("labels_refs", 1, "uint32", repeated=True),
+                _field("value", 2, "double"),
+                _field("timestamp", 3, "int64"),
+            ],
+        ),
+        _message(
+            "Sample",
+            [
+                _field("value", 1, "double"),
+                _field("timestamp", 2, "int64"),
+                _field("start_timestamp", 3, "int64"),
+            ],
+        ),
+        _message(
+            "Metadata",
+            [
+                _field("type", 1, f"enum:.{_P2}.Metadata.MetricType"),
+                _field("help_ref", 3, "uint32"),
+                _field("unit_ref", 4, "uint32"),
+            ],
+            enums=[
+                (
+                    "MetricType",
+                    [
+                        ("METRIC_TYPE_UNSPECIFIED", 0),
+                        ("METRIC_TYPE_COUNTER", 1),
+                        ("METRIC_TYPE_GAUGE", 2),
+                        ("METRIC_TYPE_HISTOGRAM", 3),
+                        ("METRIC_TYPE_GAUGEHISTOGRAM", 4),
+                        ("METRIC_TYPE_SUMMARY", 5),
+                        ("METRIC_TYPE_INFO", 6),
+                        ("METRIC_TYPE_STATESET", 7),
+                    ],
+                )
+            ],
+        ),
+        _histogram(
+            _P2,
+            reset_hint_values=[
+                ("RESET_HINT_UNSPECIFIED", 0),
+                ("RESET_HINT_YES", 1),
+                ("RESET_HINT_NO", 2),
+                ("RESET_HINT_GAUGE", 3),
+            ],
+            v2=True,
+        ),
+        _bucket_span(),
+    ],
+)
+
+# --- Views: the same wire bytes, shaped for columnar decoding ---------------------------
+#
+# Field numbers and wire types are those of the messages above; only the shape
+# differs. Fields a view leaves out are unknown fields, dropped before re-encoding.
+#
+# * COLUMNS: per series, every Label merges into one message of two repeated strings
+#   and every Sample into one message of repeated numbers, which re-encode packed.
+# * COUNTS: every element becomes an empty message, so a series re-encodes as one
+#   two-byte record (tag, length 0) per label, sample, histogram or exemplar.
+# * SPLIT: each series as raw bytes, which tells where each series starts and ends
+#   in a re-encoded request.
+
+
+def _empty() -> descriptor_pb2.DescriptorProto:
+    return _message("Empty", [])
+
+
+_C1 = "llmwh.view.v1.columns"
+V1_COLUMNS = _build(
+    "llmwh/view/v1/columns.proto",
+    _C1,
+    [
+        _message("WriteRequest", [_field("timeseries", 1, f".{_C1}.TimeSeries", repeated=True)]),
+        _message(
+            "TimeSeries",
+            [_field("labels", 1, f".{_C1}.Labels"), _field("samples", 2, f".{_C1}.Samples")],
+        ),
+        _message(
+            "Labels",
+            [
+                _field("name", 1, "string", repeated=True),
+                _field("value", 2, "string", repeated=True),
+            ],
+        ),
+        _message(
+            "Samples",
+            [
+                _field("value", 1, "double", repeated=True),
+                _field("timestamp", 2, "int64", repeated=True),
+            ],
+        ),
+    ],
+)
+
+_K1 = "llmwh.view.v1.counts"
+V1_COUNTS = _build(
+    "llmwh/view/v1/counts.proto",
+    _K1,
+    [
+        _message(
+            "WriteRequest",
+            [
+                _field("timeseries", 1, f".{_K1}.TimeSeries", repeated=True),
+                _field("metadata", 3, f".{_K1}.Empty", repeated=True),
+            ],
+        ),
+        _message(
+            "TimeSeries",
+            [
+                _field("labels", 1, f".{_K1}.Empty", repeated=True),
+                _field("samples", 2, f".{_K1}.Empty", repeated=True),
+                _field("exemplars", 3, f".{_K1}.Empty", repeated=True),
+                _field("histograms", 4, f".{_K1}.Empty", repeated=True),
+            ],
+        ),
+        _empty(),
+    ],
+)
+
+V1_SPLIT = _build(
+    "llmwh/view/v1/split.proto",
+    "llmwh.view.v1.split",
+    [_message("WriteRequest", [_field("timeseries", 1, "bytes", repeated=True)])],
+)
+
+_C2 = "llmwh.view.v2.columns"
+V2_COLUMNS = _build(
+    "llmwh/view/v2/columns.proto",
+    _C2,
+    [
+        _message(
+            "Request",
+            [
+                _field("symbols", 4, "string", repeated=True),
+                _field("timeseries", 5, f".{_C2}.TimeSeries", repeated=True),
+            ],
+        ),
+        _message(
+            "TimeSeries",
+            [
+                _field("labels_refs", 1, "uint32", repeated=True),
+                _field("samples", 2, f".{_C2}.Samples"),
+                _field("metadata", 5, f".{_C2}.Metadata"),
+            ],
+        ),
+        _message(
+            "Samples",
+            [
+                _field("value", 1, "double", repeated=True),
+                _field("timestamp", 2, "int64", repeated=True),
+                _field("start_timestamp", 3, "int64", repeated=True),
+            ],
+        ),
+        _message(
+            "Metadata",
+            [
+                _field("type", 1, "uint32"),
+                _field("help_ref", 3, "uint32"),
+                _field("unit_ref", 4, "uint32"),
+            ],
+        ),
+    ],
+)
+
+_K2 = "llmwh.view.v2.counts"
+V2_COUNTS = _build(
+    "llmwh/view/v2/counts.proto",
+    _K2,
+    [
+        _message("Request", [_field("timeseries", 5, f".{_K2}.TimeSeries", repeated=True)]),
+        _message(
+            "TimeSeries",
+            [
+                _field("samples", 2, f".{_K2}.Empty", repeated=True),
+                _field("histograms", 3, f".{_K2}.Empty", repeated=True),
+                _field("exemplars", 4, f".{_K2}.Empty", repeated=True),
+            ],
+        ),
+        _empty(),
+    ],
+)
+
+V2_SPLIT = _build(
+    "llmwh/view/v2/split.proto",
+    "llmwh.view.v2.split",
+    [_message("Request", [_field("timeseries", 5, "bytes", repeated=True)])],
+)
+
+
+# --- Reading re-encoded views with numpy -------------------------------------------------
+#
+# The bytes read here are the runtime's own re-encoding of a view it has already
+# parsed (and so validated): canonical, in field-number order, one-byte tags. These
+# readers work on every element of a request at once; the Python loops below run
+# once per field *position* (label k of every series together), never per element.
+
+_PAD = 16  # zero bytes after the data, so varint reads never index past the end
+
+
+@dataclass(frozen=True)
+class Records:
+    """Byte ranges ``[start, start + length)`` of ``buf``, each owned by some index."""
+
+    buf: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.length
+
+
+@dataclass(frozen=True)
+class Fields:
+    """The fields found in a set of records, in wire order within each record."""
+
+    owner: np.ndarray
+    """Index of the record each field belongs to."""
+    number: np.ndarray
+    wire: np.ndarray
+    value: np.ndarray
+    """Varint fields: the value (uint64)."""
+    start: np.ndarray
+    """Length-delimited and fixed fields: where the payload starts."""
+    length: np.ndarray
+
+    def only(self, number: int) -> Fields:
+        keep = self.number == number
+        return Fields(*(getattr(self, f)[keep] for f in _FIELD_COLUMNS))
+
+
+_FIELD_COLUMNS = ("owner", "number", "wire", "value", "start", "length")
+
+
+def padded(data: bytes) -> np.ndarray:
+    buf = np.zeros(len(data) + _PAD, np.uint8)
+    buf[: len(data)] = np.frombuffer(data, np.uint8)
+    return buf
+
+
+def varint_size(values: np.ndarray) -> np.ndarray:
+    """Bytes each value takes as a varint."""
+    values = np.asarray(values, np.uint64)
+    size = np.ones(values.shape, np.int64)
+    for bits in range(7, 64, 7):
+        size += values >= np.uint64(1 << bits)
+    return size
+
+
+def read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varint starting at each position: (values as uint64, sizes in bytes)."""
+    value = np.zeros(len(pos), np.uint64)
+    size = np.zeros(len(pos), np.int64)
+    active = np.arange(len(pos))
+    for k in range(10):
+        if not active.size:
+            break
+        byte = buf[pos[active] + k].astype(np.uint64)
+        value[active] |= (byte & np.uint64(0x7F)) << np.uint64(7 * k)
+        size[active] = k + 1
+        active = active[byte >= 0x80]
+    if active.size:
+        raise ValueError("varint longer than 10 bytes")
+    return value, size
+
+
+def split_records(blob: bytes, split_view: Any, *, first: bool) -> Records:
+    """Where each series of a re-encoded request lies in ``blob``.
+
+    Fields are written in number order, so the series (each a tag byte, a varint
+    length and the payload) come ``first`` when theirs is the lowest field number
+    written, and last otherwise.
+    """
+    lengths = np.fromiter(map(len, split_view.FromString(blob).timeseries), np.int64)
+    framed = 1 + varint_size(lengths) + lengths
+    base = 0 if first else len(blob) - int(framed.sum())
+    ends = base + np.cumsum(framed)
+    return Records(padded(blob), ends - lengths, lengths)
+
+
+def scan(records: Records) -> Fields:
+    """Every field of every record, decoded one field position at a time."""
+    buf = records.buf
+    owner = np.arange(len(records.start))
+    cur = records.start.astype(np.int64)
+    end = records.end.astype(np.int64)
+    parts: list[tuple[np.ndarray, ...]] = []
+    while True:
+        live = cur < end
+        owner, cur, end = owner[live], cur[live], end[live]
+        if not owner.size:
+            break
+        tag, size = read_varints(buf, cur)
+        cur = cur + size
+        wire = (tag & np.uint64(7)).astype(np.int64)
+        number = (tag >> np.uint64(3)).astype(np.int64)
+        value = np.zeros(owner.size, np.uint64)
+        length = np.zeros(owner.size, np.int64)
+        start = cur.copy()
+        if (m := wire == 0).any():
+            value[m], size = read_varints(buf, cur[m])
+            cur[m] += size
+        if (m := wire == 1).any():
+            length[m] = 8
+        if (m := wire == 2).any():
+            value[m], size = read_varints(buf, cur[m])
+            start[m] = cur[m] + size
+            length[m] = value[m].astype(np.int64)
+        if (m := wire == 5).any():
+            length[m] = 4
+        if not np.isin(wire, (0, 1, 2, 5)).all():
+            raise ValueError("unexpected wire type")
+        cur = np.where(wire == 0, cur, start + length)
+        if (cur > end).any():
+            raise ValueError("field runs past the end of its message")
+        parts.append((owner, number, wire, value, start, length))
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return Fields(empty, empty, empty, np.zeros(0, np.uint64), empty, empty)
+    columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    order = np.argsort(columns[0], kind="stable")  # by record, wire order within it
+    return Fields(*(c[order] for c in columns))
+
+
+def gather(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The byte ranges laid end to end: (bytes, offsets with a leading 0)."""
+    offsets = np.zeros(len(length) + 1, np.int64)
+    np.cumsum(length, out=offsets[1:])
+    if offsets[-1] == 0:
+        return np.zeros(0, np.uint8), offsets
+    index = np.repeat(start - offsets[:-1], length) + np.arange(offsets[-1])
+    return buf[index], offsets
+
+
+def packed_doubles(fields: Fields, buf: np.ndarray) -> np.ndarray:
+    data, _ = gather(buf, fields.start, fields.length)
+    return data.view("<f8")
+
+
+def packed_varints(fields: Fields, buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every varint of packed fields: (values as uint64, how many each field holds)."""
+    data, offsets = gather(buf, fields.start, fields.length)
+    last = np.flatnonzero(data < 0x80)
+    first = np.concatenate(([0], last[:-1] + 1)).astype(np.int64)[: len(last)]
+    values, _ = read_varints(np.concatenate((data, np.zeros(_PAD, np.uint8))), first)
+    counts = np.diff(np.searchsorted(last, offsets))
+    return values, counts
+
+
+def element_counts(blob: bytes, split_view: Any, numbers: int, *, first: bool) -> np.ndarray:
+    """Per series of a COUNTS view's re-encoding: how many of each field it has.
+
+    Returns an array of shape ``(series, numbers + 1)``, indexed by field number.
+    """
+    records = split_records(blob, split_view, first=first)
+    data, _ = gather(records.buf, records.start, records.length)
+    tags = data[0::2].astype(np.int64)
+    owner = np.repeat(np.arange(len(records.start)), records.length // 2)
+    counts = np.zeros((len(records.start), numbers + 1), np.int64)
+    np.add.at(counts, (owner, tags >> 3), 1)
+    return counts

@@ -1,0 +1,794 @@
+"""Remote-write decoding: snappy-decompressed protobuf bytes in, Arrow tables out.
+
+:func:`decode_v1` reads ``prometheus.WriteRequest`` (Remote-Write 1.0) and
+:func:`decode_v2` reads ``io.prometheus.write.v2.Request`` (2.0-rc.4). Both return a
+:class:`DecodedWrite` whose tables have the columns of the store tables ``series``,
+``samples``, ``histogram_samples``, ``exemplars`` and ``metric_metadata``, so each can
+be passed as it is to ``store.insert_arrow(name, table)``. They are pure functions:
+no I/O, no state. An invalid write raises :class:`~warehouse.errors.IngestError`
+(HTTP 400) naming the problem and where it is, before anything is returned.
+
+Series id
+---------
+A series is identified by a 128-bit id, the MD5 digest of its *key*, read as a
+ClickHouse UUID. The key is the metric name (the ``__name__`` label) followed by
+every other label sorted by name (byte order of the UTF-8 encoding), each string
+written as ``<length>:<bytes>`` where ``<length>`` is its length in bytes in ASCII
+decimal::
+
+    key = S(metric_name) + S(name_1) + S(value_1) + ... + S(name_n) + S(value_n)
+    S(s) = str(len(utf8(s))) + ":" + utf8(s)
+
+    e.g. {__name__="up", job="api"}  ->  b"2:up3:job3:api"
+
+The length prefixes make the key unambiguous (no label set has another's key), and
+sorting makes it independent of the order a sender lists labels in. The id is
+``reinterpretAsUUID(MD5(key))`` in ClickHouse, whose UUID keeps each 8-byte half of
+the digest in reversed byte order: in Python,
+``uuid.UUID(bytes=d[7::-1] + d[15:7:-1])`` for ``d = md5(key).digest()``.
+:data:`SERIES_ID_SQL` computes the same id from the ``series`` table's columns.
+
+Labels whose value is empty are dropped before anything else, as Prometheus treats
+an empty value as an absent label. ``labels`` holds the labels without ``__name__``.
+
+Floats are kept bit for bit (NaN payloads, the staleness marker
+``0x7ff0000000000002``, infinities): values move as raw 8-byte doubles from the wire
+to Arrow, never through a Python float.
+
+How it decodes
+--------------
+The protobuf runtime (upb) parses the body three times through *views* of the same
+wire format (see :mod:`warehouse.ingest.proto`): one where each series' labels and
+samples merge into columns, one that only counts elements, and the full messages,
+parsed only when the request holds histograms, exemplars or metadata, or when a
+series needs its samples read one by one (proto3 leaves zero values off the wire, so
+a series with a zero value or timestamp has shorter columns than samples). numpy
+reads the re-encoded columns for every series at once. Python does work per series
+(its id) but not per sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from google.protobuf.message import DecodeError
+
+from warehouse.errors import IngestError
+from warehouse.ingest import proto
+from warehouse.ingest.proto import Records, gather, packed_doubles, packed_varints, scan
+
+__all__ = [
+    "EXEMPLARS_SCHEMA",
+    "HISTOGRAMS_SCHEMA",
+    "METADATA_SCHEMA",
+    "SAMPLES_SCHEMA",
+    "SERIES_ID_SQL",
+    "SERIES_SCHEMA",
+    "TABLES",
+    "DecodedWrite",
+    "decode_v1",
+    "decode_v2",
+    "series_id",
+    "series_key",
+]
+
+_TS = pa.timestamp("ms", tz="UTC")
+_LABELS = pa.map_(pa.string(), pa.string())
+
+SERIES_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.uuid(), nullable=False),
+        pa.field("metric_name", pa.string(), nullable=False),
+        pa.field("labels", _LABELS, nullable=False),
+        pa.field("min_time", _TS, nullable=False),
+        pa.field("max_time", _TS, nullable=False),
+    ]
+)
+SAMPLES_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.uuid(), nullable=False),
+        pa.field("timestamp", _TS, nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+    ]
+)
+HISTOGRAMS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.uuid(), nullable=False),
+        pa.field("timestamp", _TS, nullable=False),
+        pa.field("start_timestamp", _TS),
+        pa.field("count", pa.float64(), nullable=False),
+        pa.field("sum", pa.float64(), nullable=False),
+        pa.field("schema", pa.int32(), nullable=False),
+        pa.field("zero_threshold", pa.float64(), nullable=False),
+        pa.field("zero_count", pa.float64(), nullable=False),
+        pa.field("positive_span_offsets", pa.list_(pa.int32()), nullable=False),
+        pa.field("positive_span_lengths", pa.list_(pa.uint32()), nullable=False),
+        pa.field("positive_counts", pa.list_(pa.float64()), nullable=False),
+        pa.field("negative_span_offsets", pa.list_(pa.int32()), nullable=False),
+        pa.field("negative_span_lengths", pa.list_(pa.uint32()), nullable=False),
+        pa.field("negative_counts", pa.list_(pa.float64()), nullable=False),
+        pa.field("reset_hint", pa.string(), nullable=False),
+        pa.field("custom_values", pa.list_(pa.float64()), nullable=False),
+    ]
+)
+EXEMPLARS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.uuid(), nullable=False),
+        pa.field("timestamp", _TS, nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+        pa.field("labels", _LABELS, nullable=False),
+    ]
+)
+METADATA_SCHEMA = pa.schema(
+    [
+        pa.field("metric_family_name", pa.string(), nullable=False),
+        pa.field("type", pa.string(), nullable=False),
+        pa.field("unit", pa.string(), nullable=False),
+        pa.field("help", pa.string(), nullable=False),
+        pa.field("updated_at", _TS, nullable=False),
+    ]
+)
+
+TABLES = {
+    "series": SERIES_SCHEMA,
+    "samples": SAMPLES_SCHEMA,
+    "histograms": HISTOGRAMS_SCHEMA,
+    "exemplars": EXEMPLARS_SCHEMA,
+    "metadata": METADATA_SCHEMA,
+}
+""":class:`DecodedWrite` attribute -> schema. The store table names are ``series``,
+``samples``, ``histogram_samples``, ``exemplars`` and ``metric_metadata``."""
+
+SERIES_ID_SQL = (
+    "reinterpretAsUUID(MD5(concat(toString(length(metric_name)), ':', metric_name, "
+    "arrayStringConcat(arrayMap(kv -> concat(toString(length(kv.1)), ':', kv.1, "
+    "toString(length(kv.2)), ':', kv.2), arraySort(kv -> kv.1, "
+    "arrayZip(mapKeys(labels), mapValues(labels))))))))"
+)
+"""ClickHouse expression of a series' id from its ``metric_name`` and ``labels``."""
+
+_METRIC_TYPES = (
+    "unknown",
+    "counter",
+    "gauge",
+    "histogram",
+    "gaugehistogram",
+    "summary",
+    "info",
+    "stateset",
+)
+_RESET_HINTS = ("unknown", "yes", "no", "gauge")
+_UUID_ORDER = np.array([7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8])
+_NAME = "__name__"
+
+
+@dataclass(frozen=True)
+class DecodedWrite:
+    """One decoded write, as tables ready for ``store.insert_arrow``.
+
+    ``*_written`` are the exact numbers a receiver reports in the
+    ``X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written`` headers
+    once the tables are stored.
+    """
+
+    series: pa.Table
+    """``series``: one row per distinct series of the write."""
+    samples: pa.Table
+    """``samples``: float samples."""
+    histograms: pa.Table
+    """``histogram_samples``: native histogram samples, bucket counts absolute."""
+    exemplars: pa.Table
+    """``exemplars``."""
+    metadata: pa.Table
+    """``metric_metadata``: TYPE, HELP and UNIT per metric family."""
+    samples_written: int
+    histograms_written: int
+    exemplars_written: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of Arrow memory the tables hold."""
+        return sum(
+            t.nbytes
+            for t in (self.series, self.samples, self.histograms, self.exemplars, self.metadata)
+        )
+
+
+# --- the series id ------------------------------------------------------------------------
+
+
+def series_key(metric_name: str, labels: Mapping[str, str]) -> bytes:
+    """The bytes hashed into a series id (see the module docstring)."""
+    parts = [metric_name]
+    for name in sorted(k for k in labels if k != _NAME):
+        parts += (name, labels[name])
+    out = bytearray()
+    for part in parts:
+        encoded = part.encode()
+        out += b"%d:%b" % (len(encoded), encoded)
+    return bytes(out)
+
+
+def series_id(metric_name: str, labels: Mapping[str, str]) -> str:
+    """A series' id as ClickHouse prints the UUID."""
+    digest = hashlib.md5(series_key(metric_name, labels), usedforsecurity=False).digest()
+    raw = digest[7::-1] + digest[15:7:-1]
+    return f"{raw[:4].hex()}-{raw[4:6].hex()}-{raw[6:8].hex()}-{raw[8:10].hex()}-{raw[10:].hex()}"
+
+
+# --- what both decoders produce before validation -----------------------------------------
+
+
+@dataclass
+class _Parsed:
+    """A request as columns, before validation; every row carries its series index."""
+
+    n: int
+    label_owner: np.ndarray
+    label_names: pa.Array
+    label_values: pa.Array
+    sample_owner: np.ndarray
+    sample_timestamps: np.ndarray
+    sample_values: np.ndarray
+    histograms: list[tuple[int, dict[str, Any]]]
+    exemplars: list[tuple[int, int, float, list[tuple[str, str]]]]
+    metadata: list[tuple[str | int, str, str, str]]
+    """(family name, or series index for 2.0, type, unit, help)."""
+
+
+def _corrupt(message: str, exc: Exception) -> IngestError:
+    return IngestError(f"the body is not a valid {message} protobuf message: {exc}")
+
+
+def _parse(view: Any, data: bytes, message: str) -> Any:
+    try:
+        return view.FromString(data)
+    except DecodeError as exc:
+        raise _corrupt(message, exc) from exc
+
+
+def _strings(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
+    data, offsets = gather(buf, start, length)
+    return pa.Array.from_buffers(
+        pa.large_string(), len(length), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def _per_owner(owner: np.ndarray, amount: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, np.int64)
+    out[owner] = amount
+    return out
+
+
+# --- 1.0 ----------------------------------------------------------------------------------
+
+
+def decode_v1(data: bytes) -> DecodedWrite:
+    """Decode a ``prometheus.WriteRequest`` (Remote-Write 1.0), already decompressed."""
+    message = "prometheus.WriteRequest"
+    columns = _parse(proto.V1_COLUMNS.WriteRequest, data, message)
+    counted = _parse(proto.V1_COUNTS.WriteRequest, data, message)
+    n = len(columns.timeseries)
+    has_metadata = len(counted.metadata) > 0
+    counted.DiscardUnknownFields()
+    counts = proto.element_counts(
+        counted.SerializeToString(), proto.V1_SPLIT.WriteRequest, 4, first=True
+    )
+    columns.DiscardUnknownFields()
+    records = proto.split_records(
+        columns.SerializeToString(), proto.V1_SPLIT.WriteRequest, first=True
+    )
+    buf = records.buf
+    top = scan(records)
+
+    labels = top.only(1)
+    inner = scan(Records(buf, labels.start, labels.length))
+    names, values = inner.only(1), inner.only(2)
+    name_owner = labels.owner[names.owner]
+    value_owner = labels.owner[values.owner]
+    label_names = _strings(buf, names.start, names.length)
+    label_values = _strings(buf, values.start, values.length)
+    n_names = np.bincount(name_owner, minlength=n)
+    n_values = np.bincount(value_owner, minlength=n)
+    # A label with an empty name or value has that field left off the wire.
+    redo_labels = np.flatnonzero((n_names != counts[:, 1]) | (n_values != counts[:, 1]))
+
+    samples = top.only(2)
+    inner = scan(Records(buf, samples.start, samples.length))
+    doubles, stamps = inner.only(1), inner.only(2)
+    sample_values = packed_doubles(doubles, buf)
+    timestamps, per_field = packed_varints(stamps, buf)
+    sample_timestamps = timestamps.view(np.int64)
+    n_values = _per_owner(samples.owner[doubles.owner], doubles.length // 8, n)
+    n_stamps = _per_owner(samples.owner[stamps.owner], per_field, n)
+    redo_samples = np.flatnonzero((n_values != counts[:, 2]) | (n_stamps != counts[:, 2]))
+
+    full = None
+    if redo_labels.size or redo_samples.size or counts[:, 3:].any() or has_metadata:
+        full = _parse(proto.V1.WriteRequest, data, message)
+
+    label_owner = name_owner
+    if redo_labels.size:
+        keep_names = ~np.isin(name_owner, redo_labels)
+        keep_values = ~np.isin(value_owner, redo_labels)
+        slow_owner, slow_names, slow_values = [], [], []
+        for i in redo_labels.tolist():
+            for label in full.timeseries[i].labels:
+                slow_owner.append(i)
+                slow_names.append(label.name)
+                slow_values.append(label.value)
+        label_owner = np.concatenate((name_owner[keep_names], np.asarray(slow_owner, np.int64)))
+        label_names = pa.concat_arrays(
+            [label_names.filter(keep_names), pa.array(slow_names, pa.large_string())]
+        )
+        label_values = pa.concat_arrays(
+            [label_values.filter(keep_values), pa.array(slow_values, pa.large_string())]
+        )
+
+    if redo_samples.size:  # zero values or timestamps were left off the wire
+        sample_owner, sample_timestamps, sample_values = _redo_samples(
+            n,
+            n_values,
+            n_stamps,
+            sample_values,
+            sample_timestamps,
+            redo_samples,
+            lambda i: full.timeseries[i].samples,
+        )
+    else:
+        sample_owner = np.repeat(np.arange(n), n_stamps)
+
+    histograms: list[tuple[int, dict[str, Any]]] = []
+    exemplars: list[tuple[int, int, float, list[tuple[str, str]]]] = []
+    if counts[:, 3:].any():
+        for i in np.flatnonzero(counts[:, 3:].any(axis=1)).tolist():
+            series = full.timeseries[i]
+            for j, h in enumerate(series.histograms):
+                histograms.append((i, _histogram(h, f"series {i}, histogram {j}", start=None)))
+            for e in series.exemplars:
+                pairs = [(label.name, label.value) for label in e.labels]
+                exemplars.append((i, e.timestamp, e.value, pairs))
+
+    metadata: list[tuple[str | int, str, str, str]] = []
+    if has_metadata:
+        for k, m in enumerate(full.metadata):
+            if not m.metric_family_name:
+                raise IngestError(f"metadata {k}: empty metric_family_name")
+            metadata.append((m.metric_family_name, _metric_type(m.type), m.unit, m.help))
+
+    return _assemble(
+        _Parsed(
+            n,
+            label_owner,
+            label_names,
+            label_values,
+            sample_owner,
+            sample_timestamps,
+            sample_values,
+            histograms,
+            exemplars,
+            metadata,
+        )
+    )
+
+
+def _redo_samples(
+    n: int,
+    n_values: np.ndarray,
+    n_stamps: np.ndarray,
+    values: np.ndarray,
+    stamps: np.ndarray,
+    redo: np.ndarray,
+    samples_of: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns of every series, with series ``redo`` read sample by sample."""
+    ok = np.ones(n, bool)
+    ok[redo] = False
+    value_owner = np.repeat(np.arange(n), n_values)
+    stamp_owner = np.repeat(np.arange(n), n_stamps)
+    keep_values, keep_stamps = ok[value_owner], ok[stamp_owner]
+    fast_owner = stamp_owner[keep_stamps]
+    slow_owner: list[int] = []
+    slow_stamps: list[int] = []
+    slow_values = bytearray()
+    for i in redo.tolist():
+        for sample in samples_of(i):
+            slow_owner.append(i)
+            slow_stamps.append(sample.timestamp)
+            slow_values += np.float64(sample.value).tobytes()
+    owner = np.concatenate((fast_owner, np.asarray(slow_owner, np.int64)))
+    order = np.argsort(owner, kind="stable")
+    merged_stamps = np.concatenate((stamps[keep_stamps], np.asarray(slow_stamps, np.int64)))
+    merged_values = np.concatenate(
+        (values[keep_values], np.frombuffer(bytes(slow_values), np.float64))
+    )
+    return owner[order], merged_stamps[order], merged_values[order]
+
+
+def _metric_type(number: int) -> str:
+    return _METRIC_TYPES[number] if 0 <= number < len(_METRIC_TYPES) else "unknown"
+
+
+def _histogram(h: Any, where: str, start: int | None) -> dict[str, Any]:
+    """One native histogram as a row; integer bucket deltas become absolute counts."""
+    kind = h.WhichOneof("count")
+    row: dict[str, Any] = {
+        "timestamp": h.timestamp,
+        "start_timestamp": start or None,
+        "count": float(h.count_float if kind == "count_float" else h.count_int),
+        "sum": h.sum,
+        "schema": h.schema,
+        "zero_threshold": h.zero_threshold,
+        "zero_count": float(
+            h.zero_count_float
+            if h.WhichOneof("zero_count") == "zero_count_float"
+            else h.zero_count_int
+        ),
+        "reset_hint": _RESET_HINTS[h.reset_hint] if 0 <= h.reset_hint < 4 else "unknown",
+        "custom_values": list(h.custom_values),
+    }
+    for side in ("positive", "negative"):
+        spans = getattr(h, f"{side}_spans")
+        offsets = [s.offset for s in spans]
+        lengths = [s.length for s in spans]
+        deltas = getattr(h, f"{side}_deltas")
+        counts = getattr(h, f"{side}_counts")
+        if len(deltas) and len(counts):
+            raise IngestError(f"{where}: both {side}_deltas and {side}_counts are set")
+        buckets = sum(lengths)
+        given, name = (len(counts), "counts") if len(counts) else (len(deltas), "deltas")
+        if given != buckets:
+            raise IngestError(
+                f"{where}: {side}_spans cover {buckets} buckets but {given} {side}_{name} are given"
+            )
+        if len(counts):
+            absolute = np.array(counts, np.float64)
+        else:
+            absolute = np.cumsum(np.array(deltas, np.int64)).astype(np.float64)
+        row[f"{side}_span_offsets"] = offsets
+        row[f"{side}_span_lengths"] = lengths
+        row[f"{side}_counts"] = absolute
+    return row
+
+
+# --- 2.0 ----------------------------------------------------------------------------------
+
+
+def decode_v2(data: bytes) -> DecodedWrite:
+    """Decode an ``io.prometheus.write.v2.Request`` (Remote-Write 2.0), already decompressed.
+
+    Float samples' ``start_timestamp`` is not kept (see ``0003_histograms_exemplars.sql``);
+    histograms keep theirs.
+    """
+    message = "io.prometheus.write.v2.Request"
+    columns = _parse(proto.V2_COLUMNS.Request, data, message)
+    counted = _parse(proto.V2_COUNTS.Request, data, message)
+    n = len(columns.timeseries)
+    symbols = list(columns.symbols)
+    if symbols and symbols[0] != "":
+        raise IngestError(f"symbols[0] must be the empty string, not {symbols[0]!r}")
+    table = pa.array(symbols, pa.string())
+    counted.DiscardUnknownFields()
+    split = proto.V2_SPLIT.Request
+    counts = proto.element_counts(counted.SerializeToString(), split, 4, first=True)
+    both = np.flatnonzero((counts[:, 2] > 0) & (counts[:, 3] > 0))
+    if both.size:
+        raise IngestError(
+            f"series {both[0]}: has both samples and histograms; 2.0 requires a "
+            "separate series for each"
+        )
+    columns.DiscardUnknownFields()
+    records = proto.split_records(columns.SerializeToString(), split, first=False)
+    buf = records.buf
+    top = scan(records)
+
+    refs_fields = top.only(1)
+    refs, per_field = packed_varints(refs_fields, buf)
+    n_refs = _per_owner(refs_fields.owner, per_field, n)
+    odd = np.flatnonzero(n_refs % 2)
+    if odd.size:
+        raise IngestError(f"series {odd[0]}: odd number of labels_refs ({n_refs[odd[0]]})")
+    ref_owner = np.repeat(np.arange(n), n_refs)
+    bad = np.flatnonzero(refs >= len(symbols))
+    if bad.size:
+        k = bad[0]
+        i = ref_owner[k]
+        position = k - (np.cumsum(n_refs) - n_refs)[i]
+        raise IngestError(
+            f"series {i}: labels_refs[{position}] = {refs[k]} is out of range "
+            f"({len(symbols)} symbols)"
+        )
+    refs = refs.astype(np.int64)
+    label_owner = ref_owner[0::2]
+    label_names = table.take(pa.array(refs[0::2]))
+    label_values = table.take(pa.array(refs[1::2]))
+
+    samples = top.only(2)
+    inner = scan(Records(buf, samples.start, samples.length))
+    doubles, stamps = inner.only(1), inner.only(2)
+    sample_values = packed_doubles(doubles, buf)
+    timestamps, per_field = packed_varints(stamps, buf)
+    n_values = _per_owner(samples.owner[doubles.owner], doubles.length // 8, n)
+    n_stamps = _per_owner(samples.owner[stamps.owner], per_field, n)
+    redo = np.flatnonzero((n_values != counts[:, 2]) | (n_stamps != counts[:, 2]))
+
+    full = None
+    if redo.size or counts[:, 3:].any():
+        full = _parse(proto.V2.Request, data, message)
+    if redo.size:
+        sample_owner, sample_timestamps, sample_values = _redo_samples(
+            n,
+            n_values,
+            n_stamps,
+            sample_values,
+            timestamps.view(np.int64),
+            redo,
+            lambda i: full.timeseries[i].samples,
+        )
+    else:
+        sample_owner = np.repeat(np.arange(n), n_stamps)
+        sample_timestamps = timestamps.view(np.int64)
+
+    metadata: list[tuple[str | int, str, str, str]] = []
+    meta = top.only(5)
+    if len(meta.owner):
+        fields = scan(Records(buf, meta.start, meta.length))
+        kinds = {
+            f: _per_owner(meta.owner[fields.only(f).owner], fields.only(f).value, n)
+            for f in (1, 3, 4)
+        }
+        for i in meta.owner.tolist():
+            kind, help_ref, unit_ref = (int(kinds[f][i]) for f in (1, 3, 4))
+            for field, ref in (("help_ref", help_ref), ("unit_ref", unit_ref)):
+                if ref >= len(symbols):
+                    raise IngestError(
+                        f"series {i}: metadata {field} = {ref} is out of range "
+                        f"({len(symbols)} symbols)"
+                    )
+            if kind or help_ref or unit_ref:
+                metadata.append((i, _metric_type(kind), symbols[unit_ref], symbols[help_ref]))
+
+    histograms: list[tuple[int, dict[str, Any]]] = []
+    exemplars: list[tuple[int, int, float, list[tuple[str, str]]]] = []
+    if counts[:, 3:].any():
+        for i in np.flatnonzero(counts[:, 3:].any(axis=1)).tolist():
+            series = full.timeseries[i]
+            for j, h in enumerate(series.histograms):
+                where = f"series {i}, histogram {j}"
+                histograms.append((i, _histogram(h, where, start=h.start_timestamp)))
+            for j, e in enumerate(series.exemplars):
+                where = f"series {i}, exemplar {j}"
+                if e.timestamp == 0:
+                    raise IngestError(f"{where}: no timestamp (2.0 requires one)")
+                exemplars.append((i, e.timestamp, e.value, _pairs(e.labels_refs, symbols, where)))
+
+    return _assemble(
+        _Parsed(
+            n,
+            label_owner,
+            label_names,
+            label_values,
+            sample_owner,
+            sample_timestamps,
+            sample_values,
+            histograms,
+            exemplars,
+            metadata,
+        )
+    )
+
+
+def _pairs(refs: Iterable[int], symbols: list[str], where: str) -> list[tuple[str, str]]:
+    refs = list(refs)
+    if len(refs) % 2:
+        raise IngestError(f"{where}: odd number of labels_refs ({len(refs)})")
+    for k, ref in enumerate(refs):
+        if ref >= len(symbols):
+            raise IngestError(
+                f"{where}: labels_refs[{k}] = {ref} is out of range ({len(symbols)} symbols)"
+            )
+    return [(symbols[refs[k]], symbols[refs[k + 1]]) for k in range(0, len(refs), 2)]
+
+
+# --- validation and tables ----------------------------------------------------------------
+
+
+def _assemble(p: _Parsed) -> DecodedWrite:
+    n = p.n
+    owner, names, values = p.label_owner, p.label_names, p.label_values
+    keep = pc.greater(pc.binary_length(values), 0)
+    if not pc.all(keep).as_py() and len(values):
+        owner = owner[np.asarray(keep)]
+        names, values = names.filter(keep), values.filter(keep)
+    empty = np.flatnonzero(np.asarray(pc.equal(pc.binary_length(names), 0)))
+    if empty.size:
+        k = empty[0]
+        raise IngestError(f"series {owner[k]}: empty label name (with value {values[k].as_py()!r})")
+    order = pc.sort_indices(
+        pa.table({"o": owner, "n": names}), sort_keys=[("o", "ascending"), ("n", "ascending")]
+    )
+    if not _is_identity(order):
+        owner, names, values = owner[np.asarray(order)], names.take(order), values.take(order)
+    if len(names) > 1:
+        same = (owner[1:] == owner[:-1]) & np.asarray(pc.equal(names[1:], names[:-1]))
+        if same.any():
+            k = int(np.flatnonzero(same)[0])
+            raise IngestError(f"series {owner[k]}: duplicate label name {names[k].as_py()!r}")
+    is_name = np.asarray(pc.equal(names, _NAME), bool) if len(names) else np.zeros(0, bool)
+    has_name = np.bincount(owner[is_name], minlength=n)
+    missing = np.flatnonzero(has_name == 0)
+    if missing.size:
+        i = missing[0]
+        rows = owner == i
+        shown = dict(
+            zip(names.filter(rows).to_pylist(), values.filter(rows).to_pylist(), strict=True)
+        )
+        raise IngestError(f"series {i}: no {_NAME} label (labels: {shown})")
+    metric = values.filter(pa.array(is_name)).cast(pa.string())
+    rest = ~is_name
+    label_owner = owner[rest]
+    keys = names.filter(pa.array(rest)).cast(pa.string())
+    vals = values.filter(pa.array(rest)).cast(pa.string())
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(label_owner, minlength=n), out=offsets[1:])
+    label_maps = pa.MapArray.from_arrays(pa.array(offsets), keys, vals, type=_LABELS)
+    ids = _ids(metric, keys, vals, offsets)
+
+    samples = pa.table(
+        {
+            "id": _uuid(ids, p.sample_owner),
+            "timestamp": pa.array(p.sample_timestamps, pa.int64()).cast(_TS),
+            "value": pa.array(p.sample_values, pa.float64()),
+        },
+        schema=SAMPLES_SCHEMA,
+    )
+    histograms = _histogram_table(ids, p.histograms)
+    exemplars = _exemplar_table(ids, p.exemplars)
+    series = _series_table(n, ids, metric, label_maps, p)
+    metadata = _metadata_table(metric, p.metadata)
+    return DecodedWrite(
+        series=series,
+        samples=samples,
+        histograms=histograms,
+        exemplars=exemplars,
+        metadata=metadata,
+        samples_written=samples.num_rows,
+        histograms_written=histograms.num_rows,
+        exemplars_written=exemplars.num_rows,
+    )
+
+
+def _is_identity(order: pa.Array) -> bool:
+    return bool(np.array_equal(np.asarray(order), np.arange(len(order))))
+
+
+def _ids(metric: pa.Array, keys: pa.Array, values: pa.Array, offsets: np.ndarray) -> np.ndarray:
+    """The id of every series as ``(n, 16)`` bytes in ClickHouse's UUID layout."""
+
+    def prefixed(strings: pa.Array) -> list[pa.Array]:
+        return [pc.cast(pc.binary_length(strings), pa.string()), ":", strings]
+
+    pieces = pc.binary_join_element_wise(*prefixed(keys), *prefixed(values), "")
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), pieces), "")
+    key = pc.binary_join_element_wise(*prefixed(metric), pc.fill_null(joined, ""), "")
+    md5 = hashlib.md5
+    digests = b"".join(
+        md5(k, usedforsecurity=False).digest() for k in key.cast(pa.binary()).to_pylist()
+    )
+    return np.frombuffer(digests, np.uint8).reshape(-1, 16)[:, _UUID_ORDER]
+
+
+def _uuid(ids: np.ndarray, rows: np.ndarray | list[int]) -> pa.Array:
+    chosen = np.ascontiguousarray(ids[np.asarray(rows, np.int64)])
+    storage = pa.Array.from_buffers(
+        pa.binary(16), len(chosen), [None, pa.py_buffer(chosen.tobytes())]
+    )
+    return pa.ExtensionArray.from_storage(pa.uuid(), storage)
+
+
+def _series_table(
+    n: int, ids: np.ndarray, metric: pa.Array, label_maps: pa.Array, p: _Parsed
+) -> pa.Table:
+    """One row per distinct id among the series that carry data, first seen first."""
+    low = np.full(n, np.iinfo(np.int64).max)
+    high = np.full(n, np.iinfo(np.int64).min)
+    if len(p.sample_owner):
+        np.minimum.at(low, p.sample_owner, p.sample_timestamps)
+        np.maximum.at(high, p.sample_owner, p.sample_timestamps)
+    for i, row in p.histograms:
+        low[i] = min(low[i], row["timestamp"])
+        high[i] = max(high[i], row["timestamp"])
+    for i, timestamp, _, _ in p.exemplars:
+        if low[i] > high[i] or not _has_samples(p, i):
+            low[i] = min(low[i], timestamp)
+            high[i] = max(high[i], timestamp)
+    carrying = np.flatnonzero(low <= high)
+    keys = np.ascontiguousarray(ids[carrying]).view("V16").ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    groups = len(first)
+    group_low = np.full(groups, np.iinfo(np.int64).max)
+    group_high = np.full(groups, np.iinfo(np.int64).min)
+    np.minimum.at(group_low, inverse, low[carrying])
+    np.maximum.at(group_high, inverse, high[carrying])
+    order = np.argsort(first)
+    rows = carrying[first[order]]
+    return pa.table(
+        {
+            "id": _uuid(ids, rows),
+            "metric_name": metric.take(pa.array(rows, pa.int64())),
+            "labels": label_maps.take(pa.array(rows, pa.int64())),
+            "min_time": pa.array(group_low[order], pa.int64()).cast(_TS),
+            "max_time": pa.array(group_high[order], pa.int64()).cast(_TS),
+        },
+        schema=SERIES_SCHEMA,
+    )
+
+
+def _has_samples(p: _Parsed, i: int) -> bool:
+    return bool((p.sample_owner == i).any()) or any(j == i for j, _ in p.histograms)
+
+
+def _histogram_table(ids: np.ndarray, rows: list[tuple[int, dict[str, Any]]]) -> pa.Table:
+    columns: dict[str, Any] = {"id": _uuid(ids, [i for i, _ in rows])}
+    for field in HISTOGRAMS_SCHEMA:
+        if field.name == "id":
+            continue
+        column = [row[field.name] for _, row in rows]
+        if field.name in ("timestamp", "start_timestamp"):
+            columns[field.name] = pa.array(column, pa.int64()).cast(_TS)
+        elif pa.types.is_list(field.type):
+            columns[field.name] = pa.array([list(c) for c in column], field.type)
+        else:
+            columns[field.name] = pa.array(column, field.type)
+    return pa.table(columns, schema=HISTOGRAMS_SCHEMA)
+
+
+def _exemplar_table(
+    ids: np.ndarray, rows: list[tuple[int, int, float, list[tuple[str, str]]]]
+) -> pa.Table:
+    labels = []
+    for k, (i, _, _, pairs) in enumerate(rows):
+        kept = sorted((name, value) for name, value in pairs if value)
+        where = f"series {i}, exemplar {k}"
+        for (name, _), (after, _) in itertools.pairwise(kept):
+            if name == after:
+                raise IngestError(f"{where}: duplicate label name {name!r}")
+        if kept and kept[0][0] == "":
+            raise IngestError(f"{where}: empty label name")
+        labels.append(kept)
+    return pa.table(
+        {
+            "id": _uuid(ids, [i for i, _, _, _ in rows]),
+            "timestamp": pa.array([r[1] for r in rows], pa.int64()).cast(_TS),
+            "value": pa.array([r[2] for r in rows], pa.float64()),
+            "labels": pa.array(labels, _LABELS),
+        },
+        schema=EXEMPLARS_SCHEMA,
+    )
+
+
+def _metadata_table(metric: pa.Array, rows: list[tuple[str | int, str, str, str]]) -> pa.Table:
+    """One row per metric family; the last one a write gives wins."""
+    latest: dict[str, tuple[str, str, str]] = {}
+    for family, kind, unit, help_text in rows:
+        name = family if isinstance(family, str) else metric[family].as_py()
+        latest[name] = (kind, unit, help_text)
+    now = int(datetime.now(UTC).timestamp() * 1000)
+    return pa.table(
+        {
+            "metric_family_name": list(latest),
+            "type": [v[0] for v in latest.values()],
+            "unit": [v[1] for v in latest.values()],
+            "help": [v[2] for v in latest.values()],
+            "updated_at": pa.array([now] * len(latest), pa.int64()).cast(_TS),
+        },
+        schema=METADATA_SCHEMA,
+    )
