@@ -58,6 +58,8 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
             "series",
             "samples",
             "metric_metadata",
+            "histogram_samples",
+            "exemplars",
             "requests_1m",
             "requests_1h",
         }

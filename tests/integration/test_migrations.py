@@ -14,6 +14,8 @@ TABLES = {
     "series",
     "samples",
     "metric_metadata",
+    "histogram_samples",
+    "exemplars",
     "requests_1m",
     "requests_1h",
     "schema_migrations",
