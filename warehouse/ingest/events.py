@@ -165,9 +165,16 @@ def _first_violation(checks: Iterable[_Check], extra: _Violation | None) -> _Vio
         if row < 0 or (best is not None and (row, _FIELDS[check.field]) >= best.key()):
             continue
         shown = check.shown
-        value = None if shown is None else shown[row].as_py()
+        value = None if shown is None else _as_py(shown[row])
         best = _Violation(row, check.field, check.problem, value, shown is not None)
     return best
+
+
+def _as_py(scalar: pa.Scalar) -> Any:
+    try:
+        return scalar.as_py()
+    except (OverflowError, ValueError):  # a timestamp beyond Python's datetime
+        return scalar.cast(pa.int64()).as_py()
 
 
 def _show(value: Any) -> str:
@@ -338,11 +345,12 @@ def _ts_column(name: str, column: Any, n: int, text: Any = None) -> tuple[Any, l
                 f"{type_} has no time zone; give the column one (for instance UTC)"
             )
         raw = pc.cast(pc.cast(column, pa.timestamp(type_.unit)), pa.int64())
-        if type_.unit == "s":
-            ms = pc.multiply(raw, 1000)
-        else:  # truncates toward zero: before 1970 is refused below anyway
+        bad = pc.or_(pc.less(raw, 0), pc.greater(raw, TS_MAX_MS // 1000))
+        if type_.unit == "s":  # out of range before multiplying, which could wrap
+            ms = pc.multiply(pc.if_else(bad, pa.scalar(None, pa.int64()), raw), 1000)
+        else:  # truncates toward zero: before 1970 is refused anyway
             ms = pc.divide(raw, {"ms": 1, "us": 1000, "ns": 1_000_000}[type_.unit])
-        bad = pc.less(raw, 0)
+            bad = pc.less(raw, 0)
     else:
         raise _ColumnTypeError(f"{type_} cannot be read as a timestamp")
     shown = column
