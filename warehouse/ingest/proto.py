@@ -498,8 +498,8 @@ class Fields:
     length: np.ndarray
 
     def only(self, number: int) -> Fields:
-        keep = self.number == number
-        return Fields(*(getattr(self, f)[keep] for f in _FIELD_COLUMNS))
+        keep = np.flatnonzero(self.number == number)
+        return Fields(*(getattr(self, f).take(keep) for f in _FIELD_COLUMNS))
 
 
 _FIELD_COLUMNS = ("owner", "number", "wire", "value", "start", "length")
@@ -522,10 +522,11 @@ def varint_size(values: np.ndarray) -> np.ndarray:
 
 def read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The varint starting at each position: (values as uint64, sizes in bytes)."""
-    value = np.zeros(len(pos), np.uint64)
-    size = np.zeros(len(pos), np.int64)
-    active = np.arange(len(pos))
-    for k in range(10):
+    byte = buf[pos]
+    value = (byte & 0x7F).astype(np.uint64)
+    size = np.ones(len(pos), np.int64)
+    active = np.flatnonzero(byte >= 0x80)  # most tags and lengths take one byte
+    for k in range(1, 10):
         if not active.size:
             break
         byte = buf[pos[active] + k].astype(np.uint64)
@@ -590,19 +591,36 @@ def scan(records: Records) -> Fields:
     if not parts:
         empty = np.zeros(0, np.int64)
         return Fields(empty, empty, empty, np.zeros(0, np.uint64), empty, empty)
-    columns = [np.concatenate(c) for c in zip(*parts, strict=True)]
-    order = np.argsort(columns[0], kind="stable")  # by record, wire order within it
-    return Fields(*(c[order] for c in columns))
+    # Field k of record r goes to first[r] + k: by record, in wire order within it.
+    per_record = np.zeros(len(records.start), np.int64)
+    for part in parts:
+        per_record[part[0]] += 1
+    first = np.cumsum(per_record) - per_record
+    total = int(per_record.sum())
+    columns = [np.empty(total, c.dtype) for c in parts[0]]
+    for k, part in enumerate(parts):
+        where = first[part[0]] + k
+        for column, values in zip(columns, part, strict=True):
+            column[where] = values
+    return Fields(*columns)
 
 
 def gather(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The byte ranges laid end to end: (bytes, offsets with a leading 0)."""
+    """The byte ranges laid end to end: (bytes, offsets with a leading 0).
+
+    Ranges come in buffer order and do not overlap (fields of records in order), so
+    one mask over the buffer selects them all.
+    """
     offsets = np.zeros(len(length) + 1, np.int64)
     np.cumsum(length, out=offsets[1:])
     if offsets[-1] == 0:
         return np.zeros(0, np.uint8), offsets
-    index = np.repeat(start - offsets[:-1], length) + np.arange(offsets[-1])
-    return buf[index], offsets
+    filled = length > 0
+    begin, end = start[filled], start[filled] + length[filled]
+    edges = np.zeros(len(buf) + 1, np.int8)
+    edges[begin] += 1  # non-empty ranges that do not overlap: every begin (and end) differs
+    edges[end] -= 1
+    return buf[np.cumsum(edges[:-1], dtype=np.int8).view(bool)], offsets
 
 
 def packed_doubles(fields: Fields, buf: np.ndarray) -> np.ndarray:
