@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/llmwh serve
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(BIN)/ruff check warehouse tests benchmarks
 	$(BIN)/python -m pytest
 
@@ -25,6 +25,20 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/insert_requests.py
+
+# Real remote-write senders for the integration tests: Debian's prometheus and
+# victoria-metrics (vmagent). Installed when missing and we are root; otherwise the
+# tests that need them say so and skip.
+system-deps:
+	@if ! command -v prometheus >/dev/null || ! command -v vmagent >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing prometheus and victoria-metrics (Debian packages)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends prometheus victoria-metrics >/dev/null; \
+		else \
+			echo "prometheus/vmagent missing and not root: their tests will be skipped"; \
+		fi; \
+	fi
 
 clean:
 	rm -rf $(VENV) llmwh-data .pytest_cache .ruff_cache

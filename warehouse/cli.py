@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
 
+import pyarrow as pa
 import typer
 
 from warehouse.config import Config, load_config
-from warehouse.errors import ConfigError, EmbeddedServerError, WarehouseError
+from warehouse.errors import (
+    ConfigError,
+    EmbeddedServerError,
+    IngestError,
+    StoreError,
+    WarehouseError,
+)
 from warehouse.store import Store, embedded, open_store
 from warehouse.store.cluster import render_for_cluster
 from warehouse.store.migrations import Migrator, iter_plan
@@ -217,22 +226,81 @@ def _cluster_statements(migrator: Migrator, cluster: str, migrations: list) -> l
 # -- llmwh serve --------------------------------------------------------------------------
 
 
+# -- llmwh ingest ---------------------------------------------------------------------
+
+
+@app.command("ingest")
+def ingest(
+    files: Annotated[list[Path], typer.Argument(help="NDJSON, Parquet or Arrow files")],
+    store: StoreOption = None,
+    data: DataOption = None,
+    batch_rows: Annotated[int, typer.Option("--batch-rows", help="Rows per insert")] = 100_000,
+    config_file: ConfigOption = None,
+) -> None:
+    """Load per-request records from files, validated exactly as the receiver does.
+
+    Every file is read and validated before anything is written, so a bad record in any
+    of them writes nothing.
+    """
+    from rich.progress import Progress
+
+    from warehouse.ingest.events import read_file
+
+    config = load_config(config_file, store=store, data_dir=data)
+    target = _store_for(config)
+    tables = []
+    for path in files:
+        if not path.exists():
+            raise ConfigError(f"{path}: no such file")
+        try:
+            tables.append(read_file(path))
+        except IngestError as exc:
+            raise IngestError(f"{path}: {exc}") from None
+    total, done = sum(t.num_rows for t in tables), 0
+    with Progress(transient=True) as progress:
+        task = progress.add_task("inserting requests", total=total)
+        for table in tables:
+            for batch in table.to_batches(max_chunksize=batch_rows):
+                try:
+                    target.insert_arrow("requests", pa.Table.from_batches([batch]))
+                except StoreError as exc:
+                    raise StoreError(
+                        f"{exc} (after {done:,} of {total:,} rows were committed)",
+                        database_message=exc.database_message,
+                        code=exc.code,
+                    ) from None
+                done += batch.num_rows
+                progress.advance(task, batch.num_rows)
+    typer.echo(f"ingested {total:,} requests from {len(files)} file(s) into {target.url}")
+
+
+ListenOption = Annotated[
+    str | None,
+    typer.Option("--listen", help="Receiver address HOST:PORT [default: 127.0.0.1:9201]"),
+]
+
+
 @app.command("serve")
 def serve(
     store: StoreOption = None,
     data: DataOption = None,
+    listen: ListenOption = None,
     http_port: HttpPortOption = embedded.DEFAULT_HTTP_PORT,
     tcp_port: TcpPortOption = embedded.DEFAULT_TCP_PORT,
     config_file: ConfigOption = None,
 ) -> None:
-    """Run the warehouse: the embedded ClickHouse (unless --store names one), migrated.
+    """Run the warehouse: the embedded ClickHouse (unless --store names one), migrated,
+    and the receiver (remote write and per-request events) on --listen.
 
-    Runs in the foreground until Ctrl-C or SIGTERM, then stops the server it started.
+    Runs in the foreground until Ctrl-C or SIGTERM; then it drains the receiver (every
+    acknowledged write is committed) and stops the server it started.
     """
-    # Both, explicitly: a shell starting us in the background would have SIGINT ignored.
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
-    config = load_config(config_file, store=store, data_dir=data)
+    import uvicorn
+
+    from warehouse.ingest.app import Receiver, ReceiverOptions
+
+    config = load_config(config_file, store=store, data_dir=data, listen=listen)
+    host, port = _host_port(config.listen)
     owned = None
     url = config.store
     try:
@@ -247,24 +315,59 @@ def serve(
             typer.echo(f"applied migration {migration.version:04d}_{migration.name}")
         for change in sync_ttls(target, config):
             typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
-        target.close()
+        receiver = Receiver(target, ReceiverOptions.from_config(config))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                receiver, host=host, port=port, lifespan="on", log_level="warning", access_log=False
+            )
+        )
+        died: list[str] = []
+        if owned is not None:
+            _watch_server(owned, server, died)
         typer.echo(
-            f"warehouse ready: {target.url}\n"
+            f"warehouse ready: store {target.url}\n"
+            f"  remote write:  http://{host}:{port}/api/v1/write\n"
+            f"  events:        http://{host}:{port}/api/v1/requests\n"
             f"  try: {_program()} migrate status --store {target.url}\n"
-            "Ctrl-C stops it.",
+            "Ctrl-C stops it."
         )
-        while owned is None or embedded.server_status(owned.data_dir) is not None:
-            time.sleep(0.5)
-        owned = None
-        raise EmbeddedServerError(
-            f"the embedded ClickHouse stopped; see {Path(config.data_dir).resolve()}/server.log"
-        )
-    except KeyboardInterrupt:
-        pass
+        # uvicorn handles SIGINT/SIGTERM itself (draining the receiver), then re-raises
+        # the signal into the handlers it found: make those ours, so that the `finally`
+        # below still stops the embedded server.
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+        if not server.started:
+            raise ConfigError(f"the receiver could not listen on {host}:{port} (in use?)")
+        if died:
+            owned = None
+            raise EmbeddedServerError(died[0])
     finally:
         if owned is not None:
             embedded.stop_server(owned.data_dir)
             typer.echo("stopped the embedded ClickHouse")
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--listen must be HOST:PORT, got {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+def _watch_server(info: embedded.ServerInfo, server: object, died: list[str]) -> None:
+    """Stop the receiver when the embedded ClickHouse under it goes away."""
+
+    def watch() -> None:
+        while not getattr(server, "should_exit", False):
+            if embedded.server_status(info.data_dir) is None:
+                died.append(f"the embedded ClickHouse stopped; see {info.data_dir}/server.log")
+                server.should_exit = True  # type: ignore[attr-defined]
+                return
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="llmwh-server-watch", daemon=True).start()
 
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:

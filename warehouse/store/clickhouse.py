@@ -108,6 +108,9 @@ def open_http(url: StoreURL) -> ClickHouseStore:
             password=url.password,
             secure=url.secure,
             database="default",
+            # No HTTP session: the receiver calls the store from several threads at once,
+            # and ClickHouse refuses concurrent queries in one session.
+            autogenerate_session_id=False,
             settings={"date_time_input_format": "best_effort"},
             **_client_options(url),
         )

@@ -1,0 +1,354 @@
+"""The receiver over HTTP semantics, mirroring the prometheus/compliance receiver cases:
+what each status code means, the Written headers, and that 2xx means committed."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import time
+
+import cramjam
+import pyarrow as pa
+import pytest
+
+from warehouse.errors import StoreError
+from warehouse.ingest.events import encode_ndjson
+from warehouse.ingest.proto import V1, V2
+from warehouse.synthetic import synthetic_requests
+
+V2_TYPE = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
+V1_TYPE = "application/x-protobuf"
+NOW_MS = (int(time.time()) - 600) * 1000  # recent: older samples fall to the TTL
+
+
+def snappy(body: bytes) -> bytes:
+    return bytes(cramjam.snappy.compress_raw(body))
+
+
+def v1_body(series: int = 3, samples: int = 4) -> bytes:
+    request = V1.WriteRequest()
+    for s in range(series):
+        ts = request.timeseries.add()
+        for name, value in (("__name__", "http_requests_total"), ("job", "api"), ("pod", f"p{s}")):
+            ts.labels.add(name=name, value=value)
+        for i in range(samples):
+            ts.samples.add(value=float(i + 1), timestamp=NOW_MS + i * 1000)
+    request.metadata.add(type=1, metric_family_name="http_requests_total", help="Requests")
+    return snappy(request.SerializeToString())
+
+
+def v2_request() -> V2.Request:
+    request = V2.Request(symbols=["", "__name__", "rpc_latency", "job", "api", "trace_id", "abc"])
+    float_series = request.timeseries.add(labels_refs=[1, 2, 3, 4])
+    float_series.samples.add(value=0.25, timestamp=NOW_MS)
+    float_series.samples.add(value=0.5, timestamp=NOW_MS + 1000)
+    float_series.exemplars.add(labels_refs=[5, 6], value=0.5, timestamp=NOW_MS + 1000)
+    histogram_series = request.timeseries.add(labels_refs=[1, 2, 3, 6])
+    histogram = histogram_series.histograms.add(
+        count_int=3,
+        sum=1.5,
+        schema=0,
+        zero_threshold=1e-128,
+        zero_count_int=0,
+        timestamp=NOW_MS,
+    )
+    histogram.positive_spans.add(offset=0, length=2)
+    histogram.positive_deltas.extend([1, 1])
+    return request
+
+
+def v2_body() -> bytes:
+    return snappy(v2_request().SerializeToString())
+
+
+def count(store, sql: str) -> int:
+    return store.query_arrow(sql).column(0)[0].as_py()
+
+
+def samples_in(store) -> int:
+    final = " FINAL" if store.capabilities.dialect == "clickhouse" else ""
+    return count(store, f"SELECT count(*) FROM {store.database}.samples{final}")
+
+
+# -- success -----------------------------------------------------------------------------
+
+
+def test_v1_write_is_committed_before_204(client, migrated):
+    response = client.post(
+        "/api/v1/write", v1_body(), content_type=V1_TYPE, content_encoding="snappy"
+    )
+    assert response.status == 204 and response.body == b""
+    assert samples_in(migrated) == 12
+    assert count(migrated, f"SELECT count(DISTINCT id) FROM {migrated.database}.series") == 3
+    assert count(migrated, f"SELECT count(*) FROM {migrated.database}.metric_metadata") == 1
+
+
+def test_v2_write_reports_exact_written_counts(client, migrated):
+    response = client.post(
+        "/api/v1/write", v2_body(), content_type=V2_TYPE, content_encoding="snappy"
+    )
+    assert response.status == 204
+    assert response.headers["x-prometheus-remote-write-samples-written"] == "2"
+    assert response.headers["x-prometheus-remote-write-histograms-written"] == "1"
+    assert response.headers["x-prometheus-remote-write-exemplars-written"] == "1"
+    assert samples_in(migrated) == 2
+    db = migrated.database
+    assert count(migrated, f"SELECT count(*) FROM {db}.histogram_samples") == 1
+    assert count(migrated, f"SELECT count(*) FROM {db}.exemplars") == 1
+
+
+def test_content_type_without_proto_parameter_means_v1(client):
+    response = client.post("/api/v1/write", v1_body(), content_type=V1_TYPE)
+    assert response.status == 204
+    assert "x-prometheus-remote-write-samples-written" not in response.headers
+
+
+# -- 415 ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json",
+        "image/png",
+        "application/x-protobuf;proto=io.prometheus.write.v9.Request",
+    ],
+)
+def test_unsupported_content_types_are_415(client, content_type):
+    response = client.post(
+        "/api/v1/write", v1_body(), content_type=content_type, content_encoding="snappy"
+    )
+    assert response.status == 415
+    assert "Content-Type" in response.text
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd"])
+def test_unsupported_content_encodings_are_415(client, encoding):
+    response = client.post(
+        "/api/v1/write", v1_body(), content_type=V2_TYPE, content_encoding=encoding
+    )
+    assert response.status == 415
+    assert "Content-Encoding" in response.text
+
+
+# -- 400 ---------------------------------------------------------------------------------
+
+
+def test_a_body_that_is_not_snappy_is_400(client, migrated):
+    response = client.post(
+        "/api/v1/write",
+        b"\xff\x00definitely not snappy",
+        content_type=V1_TYPE,
+        content_encoding="snappy",
+    )
+    assert response.status == 400
+    assert "snappy" in response.text
+
+
+def test_corrupt_protobuf_is_400(client):
+    response = client.post(
+        "/api/v1/write",
+        snappy(b"\x0a\xff\xff\xff\x0f garbage"),
+        content_type=V2_TYPE,
+        content_encoding="snappy",
+    )
+    assert response.status == 400
+
+
+def mutated_v2(change) -> bytes:
+    request = v2_request()
+    change(request)
+    return snappy(request.SerializeToString())
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda r: r.symbols.__setitem__(0, "x"), "symbols"),
+        (lambda r: r.timeseries[0].labels_refs.append(99), "out of range|odd"),
+        (lambda r: r.timeseries[0].labels_refs.extend([1, 2, 3]), "odd"),
+        (lambda r: r.timeseries[0].labels_refs.__setitem__(1, 70), "out of range"),
+        (lambda r: r.timeseries[0].histograms.add(count_int=1, timestamp=NOW_MS), "histograms"),
+        (lambda r: setattr(r.timeseries[0].exemplars[0], "timestamp", 0), "timestamp"),
+    ],
+)
+def test_invalid_v2_data_is_400_naming_the_problem_and_nothing_is_written(
+    client, migrated, change, named
+):
+    response = client.post(
+        "/api/v1/write", mutated_v2(change), content_type=V2_TYPE, content_encoding="snappy"
+    )
+    assert response.status == 400
+    assert re.search(named, response.text), response.text
+    assert samples_in(migrated) == 0
+
+
+# -- 413, 429, 401 -------------------------------------------------------------------------
+
+
+def test_a_body_above_the_limit_is_413(make_client):
+    client = make_client(max_body_bytes=100)
+    response = client.post("/api/v1/write", v1_body(series=20), content_type=V1_TYPE)
+    assert response.status == 413
+
+
+def test_a_full_buffer_is_429_with_retry_after(client):
+    client.app.committer.buffered_bytes = client.app.committer.max_buffer_bytes  # saturated
+    try:
+        response = client.post("/api/v1/write", v1_body(), content_type=V1_TYPE)
+    finally:
+        client.app.committer.buffered_bytes = 0
+    assert response.status == 429
+    assert response.headers["retry-after"].isdigit()
+
+
+def test_with_a_token_configured_writes_need_it(make_client):
+    client = make_client(auth_token="s3cret")
+    assert client.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 401
+    assert (
+        client.post(
+            "/api/v1/write", v1_body(), content_type=V1_TYPE, authorization="Bearer wrong"
+        ).status
+        == 401
+    )
+    assert (
+        client.post(
+            "/api/v1/write", v1_body(), content_type=V1_TYPE, authorization="Bearer s3cret"
+        ).status
+        == 204
+    )
+    assert client.get("/healthz").status == 200
+
+
+def test_basic_auth(make_client):
+    client = make_client(basic_auth="prom:pw")
+    good = "Basic " + base64.b64encode(b"prom:pw").decode()
+    assert client.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 401
+    assert (
+        client.post("/api/v1/write", v1_body(), content_type=V1_TYPE, authorization=good).status
+        == 204
+    )
+
+
+# -- 5xx and the retry ---------------------------------------------------------------------
+
+
+class CommitsThenFails:
+    """A real store that commits the first samples insert, then reports failure, as when a
+    connection drops after ClickHouse committed: the worst case for a retry."""
+
+    def __init__(self, store):
+        self.store = store
+        self.failed = False
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def insert_arrow(self, table, data, settings=None):
+        self.store.insert_arrow(table, data, settings)
+        if table == "samples" and not self.failed:
+            self.failed = True
+            raise StoreError("connection reset after commit (simulated)")
+
+
+def test_a_retry_after_a_5xx_leaves_every_figure_as_if_written_once(migrated, client_for):
+    if migrated.capabilities.dialect != "clickhouse":
+        pytest.skip(
+            "only ClickHouse's engines collapse a retried write; DuckDB local mode "
+            "keeps both copies (noted as a limitation in the README)"
+        )
+    client = client_for(CommitsThenFails(migrated))
+    body = v1_body()
+    assert client.post("/api/v1/write", body, content_type=V1_TYPE).status == 500
+    assert client.post("/api/v1/write", body, content_type=V1_TYPE).status == 204
+    db = migrated.database
+    assert samples_in(migrated) == 12
+    assert count(migrated, f"SELECT count() FROM {db}.series FINAL") == 3
+    assert count(migrated, f"SELECT count() FROM {db}.metric_metadata FINAL") == 1
+    assert count(migrated, f"SELECT sum(value) FROM {db}.samples FINAL") == 3 * (1 + 2 + 3 + 4)
+
+
+# -- per-request events --------------------------------------------------------------------
+
+
+def test_ndjson_events_are_committed_and_counted(client, migrated):
+    rows = synthetic_requests(200, seed=4)
+    response = client.post(
+        "/api/v1/requests", encode_ndjson(rows), content_type="application/x-ndjson"
+    )
+    assert response.status == 200
+    assert json.loads(response.body) == {"accepted": 200}
+    assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 200
+
+
+def test_gzip_ndjson_and_arrow_streams_are_taken(client, migrated):
+    rows = synthetic_requests(50, seed=5)
+    gz = client.post(
+        "/api/v1/requests",
+        gzip.compress(encode_ndjson(rows)),
+        content_type="application/x-ndjson",
+        content_encoding="gzip",
+    )
+    assert gz.status == 200
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    arrow = client.post(
+        "/api/v1/requests",
+        sink.getvalue().to_pybytes(),
+        content_type="application/vnd.apache.arrow.stream",
+    )
+    assert arrow.status == 200
+    assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 100
+
+
+def test_one_bad_event_refuses_the_whole_body_naming_line_and_field(client, migrated):
+    lines = encode_ndjson(synthetic_requests(5, seed=6)).splitlines()
+    bad = json.loads(lines[2])
+    bad["ttft_ms"] = -4
+    lines[2] = json.dumps(bad).encode()
+    response = client.post(
+        "/api/v1/requests", b"\n".join(lines), content_type="application/x-ndjson"
+    )
+    assert response.status == 400
+    assert "line 3" in response.text and "ttft_ms" in response.text
+    assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 0
+
+
+def test_events_in_other_media_types_are_415(client):
+    response = client.post("/api/v1/requests", b"a,b\n1,2\n", content_type="text/csv")
+    assert response.status == 415
+
+
+def test_the_tenant_header_decides_the_tenant(make_client, migrated):
+    client = make_client(tenant_header="X-Scope-OrgID")
+    body = encode_ndjson(synthetic_requests(20, seed=7))
+    refused = client.post("/api/v1/requests", body, content_type="application/x-ndjson")
+    assert refused.status == 400 and "X-Scope-OrgID" in refused.text
+    accepted = client.post(
+        "/api/v1/requests", body, content_type="application/x-ndjson", x_scope_orgid="team-a"
+    )
+    assert accepted.status == 200
+    tenants = migrated.query_arrow(f"SELECT DISTINCT tenant FROM {migrated.database}.requests")
+    assert tenants.column(0).to_pylist() == ["team-a"]
+
+
+# -- operations ---------------------------------------------------------------------------
+
+
+def test_health_readiness_metrics_and_unknown_paths(client):
+    assert client.get("/healthz").status == 200
+    assert client.get("/readyz").status == 200
+    client.post("/api/v1/write", v1_body(), content_type=V1_TYPE)
+    metrics = client.get("/metrics")
+    assert metrics.status == 200
+    assert 'llmwh_receiver_written_total{kind="samples"} 12.0' in metrics.text
+    assert (
+        'llmwh_receiver_http_requests_total{code="204",endpoint="/api/v1/write"} 1.0'
+        in metrics.text
+    )
+    assert client.get("/nope").status == 404
+    method = client.get("/api/v1/write")
+    assert method.status == 405 and method.headers["allow"] == "POST"
