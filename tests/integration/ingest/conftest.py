@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from senders import free_port, wait_for
 
 from warehouse.ingest.app import Receiver, ReceiverOptions
+from warehouse.store import open_store
 
 
 @dataclass
@@ -106,3 +112,36 @@ def make_client(migrated, client_for):
 @pytest.fixture
 def client(make_client) -> Client:
     return make_client()
+
+
+@pytest.fixture
+def receiver(embedded_server, tmp_path):
+    """`llmwh serve` on the session's ClickHouse, in a database of its own."""
+    url = embedded_server.store_url(f"prw_{uuid.uuid4().hex[:10]}")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "warehouse",
+            "serve",
+            "--store",
+            url,
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")},
+    )
+    try:
+        wait_for(f"http://127.0.0.1:{port}/readyz")
+        yield f"http://127.0.0.1:{port}", url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        store = open_store(url)
+        store.command(f"DROP DATABASE IF EXISTS {store.database}")
+        store.close()

@@ -1,0 +1,102 @@
+"""vmagent (VictoriaMetrics' agent) remote-writes to `llmwh serve` and to a real
+VictoriaMetrics at once; the warehouse holds the same samples VictoriaMetrics does."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+from senders import RUN_SECONDS, free_port, require_binary, wait_for, warehouse_samples
+
+
+def victoria_metrics(tmp_path) -> tuple[subprocess.Popen, str]:
+    binary = require_binary("victoria-metrics")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            f"-storageDataPath={tmp_path / 'vm'}",
+            f"-httpListenAddr=127.0.0.1:{port}",
+            "-retentionPeriod=1y",
+            "-loggerLevel=ERROR",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    wait_for(f"{base}/health")
+    return process, base
+
+
+def vmagent(tmp_path, write_urls: list[str]) -> subprocess.Popen:
+    binary = require_binary("vmagent")
+    port = free_port()
+    config = tmp_path / "scrape.yml"
+    config.write_text(
+        f"""
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: vmagent
+    static_configs:
+      - targets: ["127.0.0.1:{port}"]
+"""
+    )
+    process = subprocess.Popen(
+        [
+            binary,
+            f"-promscrape.config={config}",
+            f"-httpListenAddr=127.0.0.1:{port}",
+            f"-remoteWrite.tmpDataPath={tmp_path / 'vmagent'}",
+            "-loggerLevel=ERROR",
+            *(f"-remoteWrite.url={url}" for url in write_urls),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(f"http://127.0.0.1:{port}/health")
+    return process
+
+
+def exported(base: str, start: float, end: float) -> dict[tuple, float]:
+    urllib.request.urlopen(f"{base}/internal/force_flush", timeout=10).close()
+    query = urllib.parse.urlencode(
+        {"match[]": '{__name__=~".+"}', "start": f"{start:.3f}", "end": f"{end:.3f}"}
+    )
+    samples = {}
+    with urllib.request.urlopen(f"{base}/api/v1/export?{query}", timeout=30) as response:
+        for line in response:
+            series = json.loads(line)
+            labels = tuple(sorted(series["metric"].items()))
+            for ms, value in zip(series["timestamps"], series["values"], strict=True):
+                samples[(labels, ms)] = float(value)
+    return samples
+
+
+def test_vmagent_samples_match_victoria_metrics(receiver, tmp_path):
+    write_url, store_url = receiver
+    vm, vm_base = victoria_metrics(tmp_path)
+    agent = vmagent(tmp_path, [f"{write_url}/api/v1/write", f"{vm_base}/api/v1/write"])
+    try:
+        start = time.time()
+        time.sleep(RUN_SECONDS)
+        end = time.time() - 4  # both receivers have had every sample of the window
+        time.sleep(4)
+        agent.terminate()
+        agent.wait(timeout=30)
+        expected = exported(vm_base, start, end)
+    finally:
+        agent.kill()
+        vm.terminate()
+        vm.wait(timeout=30)
+    got = {(labels, ms): value for labels, ms, value in warehouse_samples(store_url, start, end)}
+    assert len(expected) > 500
+    assert set(expected) == set(got)
+    # VictoriaMetrics stores floats as decimals (about 12 significant digits).
+    for key, value in expected.items():
+        mine = got[key]
+        assert (mine == "NaN" and math.isnan(value)) or math.isclose(mine, value, rel_tol=1e-11)
