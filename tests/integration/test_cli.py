@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from warehouse.store import open_store
 from warehouse.store.embedded import server_status, stop_server
 
 
@@ -181,3 +182,34 @@ def test_applying_to_a_cluster_is_refused_with_the_command_that_prints_the_ddl(e
     result = llmwh("migrate", "up", "--cluster", "c2", "--store", embedded_server.store_url())
     assert result.returncode == 1
     assert "llmwh migrate plan --cluster c2" in result.stderr
+
+
+def test_ingest_loads_files_and_refuses_a_bad_one_whole(tmp_path):
+    from warehouse.ingest.events import encode_ndjson
+    from warehouse.synthetic import synthetic_requests
+
+    good = tmp_path / "good.ndjson"
+    good.write_bytes(encode_ndjson(synthetic_requests(300, seed=1)))
+    parquet = tmp_path / "more.parquet"
+    import pyarrow.parquet as pq
+
+    pq.write_table(synthetic_requests(200, seed=2), parquet)
+    store = f"duckdb://{tmp_path / 'w.duckdb'}"
+    assert llmwh("migrate", "up", "--store", store).returncode == 0
+
+    loaded = llmwh("ingest", str(good), str(parquet), "--store", store)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "ingested 500 requests from 2 file(s)" in loaded.stdout
+
+    bad = tmp_path / "bad.ndjson"
+    bad.write_bytes(good.read_bytes().replace(b'"status": "ok"', b'"status": "fine"', 1))
+    refused = llmwh("ingest", str(good), str(bad), "--store", store)
+    assert refused.returncode == 1
+    assert str(bad) in refused.stderr and "status" in refused.stderr
+
+    opened = open_store(store)
+    try:
+        total = opened.query_arrow("SELECT count(*) AS n FROM requests").column("n")[0].as_py()
+    finally:
+        opened.close()
+    assert total == 500  # the refused run wrote nothing, not even the good file

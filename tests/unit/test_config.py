@@ -71,3 +71,11 @@ def test_every_setting_is_documented_in_the_readme():
     text = README.read_text()
     for field in fields(Config):
         assert f"`{field.name}`" in text, field.name
+
+
+def test_every_request_field_is_documented_in_the_readme():
+    from warehouse.model import ERROR_CLASSES, REQUESTS_SCHEMA
+
+    text = README.read_text()
+    for name in [*REQUESTS_SCHEMA.names, *ERROR_CLASSES]:
+        assert f"`{name}`" in text, name
