@@ -564,27 +564,22 @@ def scan(records: Records) -> Fields:
         owner, cur, end = owner[live], cur[live], end[live]
         if not owner.size:
             break
-        tag, size = read_varints(buf, cur)
-        cur = cur + size
+        tag = buf[cur]
+        if (tag < 0x80).all():  # field numbers below 16: what every view here writes
+            cur = cur + 1
+            tag = tag.astype(np.uint64)
+        else:
+            tag, size = read_varints(buf, cur)
+            cur = cur + size
         wire = (tag & np.uint64(7)).astype(np.int64)
         number = (tag >> np.uint64(3)).astype(np.int64)
-        value = np.zeros(owner.size, np.uint64)
-        length = np.zeros(owner.size, np.int64)
-        start = cur.copy()
-        if (m := wire == 0).any():
-            value[m], size = read_varints(buf, cur[m])
-            cur[m] += size
-        if (m := wire == 1).any():
-            length[m] = 8
-        if (m := wire == 2).any():
-            value[m], size = read_varints(buf, cur[m])
-            start[m] = cur[m] + size
-            length[m] = value[m].astype(np.int64)
-        if (m := wire == 5).any():
-            length[m] = 4
-        if not np.isin(wire, (0, 1, 2, 5)).all():
-            raise ValueError("unexpected wire type")
-        cur = np.where(wire == 0, cur, start + length)
+        if (wire == 2).all():  # only length-delimited fields here: the common case
+            value, size = read_varints(buf, cur)
+            start = cur + size
+            length = value.astype(np.int64)
+            cur = start + length
+        else:
+            value, start, length, cur = _mixed_fields(buf, wire, cur)
         if (cur > end).any():
             raise ValueError("field runs past the end of its message")
         parts.append((owner, number, wire, value, start, length))
@@ -605,16 +600,43 @@ def scan(records: Records) -> Fields:
     return Fields(*columns)
 
 
+def _mixed_fields(
+    buf: np.ndarray, wire: np.ndarray, cur: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Values, payload starts and lengths of fields of any wire type; the next positions."""
+    value = np.zeros(len(cur), np.uint64)
+    length = np.zeros(len(cur), np.int64)
+    start = cur.copy()
+    if (m := wire == 0).any():
+        value[m], size = read_varints(buf, cur[m])
+        cur = cur.copy()
+        cur[m] += size
+    length[wire == 1] = 8
+    length[wire == 5] = 4
+    if (m := wire == 2).any():
+        value[m], size = read_varints(buf, cur[m])
+        start[m] = cur[m] + size
+        length[m] = value[m].astype(np.int64)
+    if not np.isin(wire, (0, 1, 2, 5)).all():
+        raise ValueError("unexpected wire type")
+    return value, start, length, np.where(wire == 0, cur, start + length)
+
+
 def gather(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The byte ranges laid end to end: (bytes, offsets with a leading 0).
 
-    Ranges come in buffer order and do not overlap (fields of records in order), so
-    one mask over the buffer selects them all.
+    Ranges come in buffer order and do not overlap (fields of records in order).
+    A few bytes are picked by index; many by one mask over the whole buffer, which
+    costs a pass over the buffer but eight times less memory traffic per byte.
     """
     offsets = np.zeros(len(length) + 1, np.int64)
     np.cumsum(length, out=offsets[1:])
-    if offsets[-1] == 0:
+    total = int(offsets[-1])
+    if total == 0:
         return np.zeros(0, np.uint8), offsets
+    if total * 8 < len(buf):
+        index = np.repeat(start - offsets[:-1], length) + np.arange(total)
+        return buf[index], offsets
     filled = length > 0
     begin, end = start[filled], start[filled] + length[filled]
     edges = np.zeros(len(buf) + 1, np.int8)
@@ -632,9 +654,22 @@ def packed_varints(fields: Fields, buf: np.ndarray) -> tuple[np.ndarray, np.ndar
     """Every varint of packed fields: (values as uint64, how many each field holds)."""
     data, offsets = gather(buf, fields.start, fields.length)
     last = np.flatnonzero(data < 0x80)
+    counts = np.diff(np.searchsorted(last, offsets))
+    size = int(last[0]) + 1 if len(last) else 0
+    if (
+        len(last)
+        and len(data) == size * len(last)
+        and size <= 10
+        and (data[size - 1 :: size] < 0x80).all()
+    ):
+        # Every varint has the same size (timestamps of one era): read them as rows.
+        rows = data.reshape(-1, size).astype(np.uint64)
+        values = rows[:, 0] & np.uint64(0x7F)
+        for k in range(1, size):
+            values |= (rows[:, k] & np.uint64(0x7F)) << np.uint64(7 * k)
+        return values, counts
     first = np.concatenate(([0], last[:-1] + 1)).astype(np.int64)[: len(last)]
     values, _ = read_varints(np.concatenate((data, np.zeros(_PAD, np.uint8))), first)
-    counts = np.diff(np.searchsorted(last, offsets))
     return values, counts
 
 

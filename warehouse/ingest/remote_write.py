@@ -299,8 +299,10 @@ def decode_v1(data: bytes) -> DecodedWrite:
     names, values = inner.only(1), inner.only(2)
     name_owner = labels.owner[names.owner]
     value_owner = labels.owner[values.owner]
-    label_names = _strings(buf, names.start, names.length)
-    label_values = _strings(buf, values.start, values.length)
+    # One pass over the buffer for names and values alike, then split them.
+    strings = _strings(buf, inner.start, inner.length)
+    label_names = strings.filter(pa.array(inner.number == 1))
+    label_values = strings.filter(pa.array(inner.number == 2))
     n_names = np.bincount(name_owner, minlength=n)
     n_values = np.bincount(value_owner, minlength=n)
     # A label with an empty name or value has that field left off the wire.
