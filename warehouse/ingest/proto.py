@@ -43,10 +43,12 @@ __all__ = [
     "V1",
     "V1_COLUMNS",
     "V1_COUNTS",
+    "V1_RAW",
     "V1_SPLIT",
     "V2",
     "V2_COLUMNS",
     "V2_COUNTS",
+    "V2_RAW",
     "V2_SPLIT",
     "Fields",
     "Records",
@@ -54,6 +56,7 @@ __all__ = [
     "gather",
     "packed_doubles",
     "packed_varints",
+    "read_samples",
     "scan",
     "split_records",
 ]
@@ -685,3 +688,56 @@ def element_counts(blob: bytes, split_view: Any, numbers: int, *, first: bool) -
     counts = np.zeros((len(records.start), numbers + 1), np.int64)
     np.add.at(counts, (owner, tags >> 3), 1)
     return counts
+
+
+# Each sample as its raw bytes: for the few series whose columns came out short.
+V1_RAW = _build(
+    "llmwh/view/v1/raw.proto",
+    "llmwh.view.v1.raw",
+    [
+        _message(
+            "WriteRequest",
+            [_field("timeseries", 1, ".llmwh.view.v1.raw.TimeSeries", repeated=True)],
+        ),
+        _message("TimeSeries", [_field("samples", 2, "bytes", repeated=True)]),
+    ],
+)
+V2_RAW = _build(
+    "llmwh/view/v2/raw.proto",
+    "llmwh.view.v2.raw",
+    [
+        _message(
+            "Request", [_field("timeseries", 5, ".llmwh.view.v2.raw.TimeSeries", repeated=True)]
+        ),
+        _message("TimeSeries", [_field("samples", 2, "bytes", repeated=True)]),
+    ],
+)
+
+
+def read_samples(raws: list[bytes], sample_class: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Values and timestamps of encoded ``Sample`` messages (1.0 or 2.0).
+
+    Samples as encoders write them (value, timestamp, then 2.0's start timestamp,
+    each left out when zero) are read all at once; any other encoding is parsed
+    by ``sample_class`` one sample at a time.
+    """
+    lengths = np.fromiter(map(len, raws), np.int64, len(raws))
+    buf = padded(b"".join(raws))
+    end = np.cumsum(lengths)
+    cur = end - lengths
+    values = np.zeros(len(raws), np.float64)
+    stamps = np.zeros(len(raws), np.uint64)
+    at = np.flatnonzero((cur < end) & (buf[cur] == 0x09))  # field 1, 64-bit
+    values[at] = buf[cur[at, None] + np.arange(1, 9)].copy().view("<f8").ravel()
+    cur[at] += 9
+    for tag, out in ((0x10, stamps), (0x18, None)):  # field 2; field 3 (2.0 only)
+        at = np.flatnonzero((cur < end) & (buf[cur] == tag))
+        value, size = read_varints(buf, cur[at] + 1)
+        if out is not None:
+            out[at] = value
+        cur[at] += 1 + size
+    stamps = stamps.view(np.int64)
+    for k in np.flatnonzero(cur != end).tolist():
+        sample = sample_class.FromString(raws[k])
+        values[k], stamps[k] = sample.value, sample.timestamp
+    return values, stamps

@@ -319,7 +319,7 @@ def decode_v1(data: bytes) -> DecodedWrite:
     redo_samples = np.flatnonzero((n_values != counts[:, 2]) | (n_stamps != counts[:, 2]))
 
     full = None
-    if redo_labels.size or redo_samples.size or counts[:, 3:].any() or has_metadata:
+    if redo_labels.size or counts[:, 3:].any() or has_metadata:
         full = _parse(proto.V1.WriteRequest, data, message)
 
     label_owner = name_owner
@@ -348,7 +348,8 @@ def decode_v1(data: bytes) -> DecodedWrite:
             sample_values,
             sample_timestamps,
             redo_samples,
-            lambda i: full.timeseries[i].samples,
+            proto.V1_RAW.WriteRequest.FromString(data),
+            proto.V1.Sample,
         )
     else:
         sample_owner = np.repeat(np.arange(n), n_stamps)
@@ -394,29 +395,26 @@ def _redo_samples(
     values: np.ndarray,
     stamps: np.ndarray,
     redo: np.ndarray,
-    samples_of: Any,
+    raw: Any,
+    sample_class: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Columns of every series, with series ``redo`` read sample by sample."""
+    """Columns of every series, with series ``redo`` read from each sample's own bytes."""
     ok = np.ones(n, bool)
     ok[redo] = False
     value_owner = np.repeat(np.arange(n), n_values)
     stamp_owner = np.repeat(np.arange(n), n_stamps)
     keep_values, keep_stamps = ok[value_owner], ok[stamp_owner]
-    fast_owner = stamp_owner[keep_stamps]
-    slow_owner: list[int] = []
-    slow_stamps: list[int] = []
-    slow_values = bytearray()
+    raws: list[bytes] = []
+    slow_counts = []
     for i in redo.tolist():
-        for sample in samples_of(i):
-            slow_owner.append(i)
-            slow_stamps.append(sample.timestamp)
-            slow_values += np.float64(sample.value).tobytes()
-    owner = np.concatenate((fast_owner, np.asarray(slow_owner, np.int64)))
+        samples = raw.timeseries[i].samples
+        raws.extend(samples)
+        slow_counts.append(len(samples))
+    slow_values, slow_stamps = proto.read_samples(raws, sample_class)
+    owner = np.concatenate((stamp_owner[keep_stamps], np.repeat(redo, slow_counts)))
     order = np.argsort(owner, kind="stable")
-    merged_stamps = np.concatenate((stamps[keep_stamps], np.asarray(slow_stamps, np.int64)))
-    merged_values = np.concatenate(
-        (values[keep_values], np.frombuffer(bytes(slow_values), np.float64))
-    )
+    merged_stamps = np.concatenate((stamps[keep_stamps], slow_stamps))
+    merged_values = np.concatenate((values[keep_values], slow_values))
     return owner[order], merged_stamps[order], merged_values[order]
 
 
@@ -528,7 +526,7 @@ def decode_v2(data: bytes) -> DecodedWrite:
     redo = np.flatnonzero((n_values != counts[:, 2]) | (n_stamps != counts[:, 2]))
 
     full = None
-    if redo.size or counts[:, 3:].any():
+    if counts[:, 3:].any():
         full = _parse(proto.V2.Request, data, message)
     if redo.size:
         sample_owner, sample_timestamps, sample_values = _redo_samples(
@@ -538,7 +536,8 @@ def decode_v2(data: bytes) -> DecodedWrite:
             sample_values,
             timestamps.view(np.int64),
             redo,
-            lambda i: full.timeseries[i].samples,
+            proto.V2_RAW.Request.FromString(data),
+            proto.V2.Sample,
         )
     else:
         sample_owner = np.repeat(np.arange(n), n_stamps)
