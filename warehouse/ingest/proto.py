@@ -13,21 +13,22 @@ types and enum values are those of
   on each ``Sample`` (field 3) and ``Histogram`` (field 17) and ``TimeSeries`` field 6
   (rc.3's ``created_timestamp``) is reserved.
 
-Column views
-------------
+Views
+-----
 Decoding millions of samples through one Python object per sample is what makes a
-Python receiver slow. The *column views* below describe the very same bytes with a
-different shape: a field that the specification declares ``repeated Sample`` is
-declared here as a *singular* message whose fields are *repeated*. Protobuf parsers
-merge every occurrence of a singular message field into one message, and merging
-concatenates repeated fields, so parsing a ``TimeSeries`` with its column view gives
-one ``repeated double value`` and one ``repeated int64 timestamp`` holding every
-sample of the series, in wire order, without a Python object per sample.
+Python receiver slow. The *views* below describe the very same bytes with other
+shapes. In the COLUMNS views a field that the specification declares
+``repeated Sample`` is a *singular* message whose fields are *repeated*: protobuf
+parsers merge every occurrence of a singular message field into one message, and
+merging concatenates repeated fields, so a series' samples come out as one
+``repeated double value`` and one ``repeated int64 timestamp``, which the runtime
+re-encodes packed for numpy to read (:func:`scan`, :func:`packed_doubles`,
+:func:`packed_varints`).
 
 Proto3 encoders leave out zero values (a sample of value ``0.0`` has no field 1 on
-the wire), so columns can come out shorter than the number of samples; the *shape
-views* (each element kept as raw ``bytes``, whose ``len`` is free) give the true
-counts, and the decoder uses the columns only when the counts agree.
+the wire), so columns can come out shorter than the number of samples; the COUNTS
+views (every element an empty message, re-encoded as two bytes) give the true
+counts, and the RAW views each sample's own bytes for :func:`read_samples`.
 """
 
 from __future__ import annotations

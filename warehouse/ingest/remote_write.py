@@ -32,19 +32,20 @@ Labels whose value is empty are dropped before anything else, as Prometheus trea
 an empty value as an absent label. ``labels`` holds the labels without ``__name__``.
 
 Floats are kept bit for bit (NaN payloads, the staleness marker
-``0x7ff0000000000002``, infinities): values move as raw 8-byte doubles from the wire
-to Arrow, never through a Python float.
+``0x7ff0000000000002``, infinities, negative zero): float samples move as raw 8-byte
+doubles from the wire to Arrow.
 
 How it decodes
 --------------
-The protobuf runtime (upb) parses the body three times through *views* of the same
-wire format (see :mod:`warehouse.ingest.proto`): one where each series' labels and
-samples merge into columns, one that only counts elements, and the full messages,
-parsed only when the request holds histograms, exemplars or metadata, or when a
-series needs its samples read one by one (proto3 leaves zero values off the wire, so
-a series with a zero value or timestamp has shorter columns than samples). numpy
-reads the re-encoded columns for every series at once. Python does work per series
-(its id) but not per sample.
+The protobuf runtime (upb) parses the body through *views* of the same wire format
+(see :mod:`warehouse.ingest.proto`): one where each series' labels and samples merge
+into columns, and one that only counts elements. numpy reads the runtime's
+re-encoding of the columns for every series at once. Proto3 leaves zero values off
+the wire, so a series with a zero value or timestamp has shorter columns than
+samples; the counts show which, and those series are read again from each sample's
+own bytes. The full messages are parsed only when the write holds histograms,
+exemplars or metadata, or labels with an empty name or value. Python does work per
+series (hashing its id) and per histogram or exemplar, but not per float sample.
 """
 
 from __future__ import annotations
@@ -304,9 +305,9 @@ def decode_v1(data: bytes) -> DecodedWrite:
     label_names = strings.filter(pa.array(inner.number == 1))
     label_values = strings.filter(pa.array(inner.number == 2))
     n_names = np.bincount(name_owner, minlength=n)
-    n_values = np.bincount(value_owner, minlength=n)
+    n_label_values = np.bincount(value_owner, minlength=n)
     # A label with an empty name or value has that field left off the wire.
-    redo_labels = np.flatnonzero((n_names != counts[:, 1]) | (n_values != counts[:, 1]))
+    redo_labels = np.flatnonzero((n_names != counts[:, 1]) | (n_label_values != counts[:, 1]))
 
     samples = top.only(2)
     inner = scan(Records(buf, samples.start, samples.length))
