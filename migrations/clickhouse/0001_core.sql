@@ -70,7 +70,11 @@ ENGINE = MergeTree
 PARTITION BY toDate(ts)
 ORDER BY (tenant, service, model, toStartOfHour(ts), region, zone, ts)
 TTL toDateTime(ts) + INTERVAL ${requests_ttl_days} DAY
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1;
+-- The deduplication window makes a retried insert with the same
+-- insert_deduplication_token (the receiver derives it from the body) a no-op, here
+-- and in the rollups below: a retried write changes no figure.
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1,
+         non_replicated_deduplication_window = 10000;
 
 -- Prometheus series, laid out as ClickHouse's TimeSeries engine lays out its tags
 -- table: an id hashed from the metric name and the labels sorted by name, the

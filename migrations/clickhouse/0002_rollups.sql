@@ -66,7 +66,7 @@ ENGINE = AggregatingMergeTree
 PARTITION BY toDate(ts)
 ORDER BY (tenant, service, model, ts, region, zone, model_version, ab_group, request_type, is_probe)
 TTL toDateTime(ts) + INTERVAL ${rollup_1m_ttl_days} DAY
-SETTINGS ttl_only_drop_parts = 1;
+SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000;
 
 -- Same columns per hour; partitions are months since an hour row is small.
 -- sharding_key: cityHash64(tenant, service, model)
@@ -75,7 +75,7 @@ ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(ts)
 ORDER BY (tenant, service, model, ts, region, zone, model_version, ab_group, request_type, is_probe)
 TTL toDateTime(ts) + INTERVAL ${rollup_1h_ttl_days} DAY
-SETTINGS ttl_only_drop_parts = 1;
+SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.requests_1m_mv TO ${db}.requests_1m AS
 SELECT

@@ -40,6 +40,7 @@ class _Pending:
     tables: Mapping[str, pa.Table]
     nbytes: int
     done: asyncio.Future = field(repr=False)
+    dedup_token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,16 @@ class GroupCommitter:
         if self._task is not None:
             await self._task
 
-    async def submit(self, tables: Mapping[str, pa.Table]) -> None:
+    async def submit(self, tables: Mapping[str, pa.Table], dedup_token: str | None = None) -> None:
         """Write ``tables`` (store table name -> rows); returns once they are committed.
+
+        A write with a ``dedup_token`` is inserted as blocks of its own carrying that
+        token, so that the same write retried is dropped by the store; writes without
+        one share merged inserts (their tables' engines collapse retried rows).
 
         Raises :class:`BufferFull` when the buffer is at its bound, and the store's
         error when the flush that carried these rows failed (nothing of it is
-        acknowledged; a retry of the same write is safe, see the tables' engines).
+        acknowledged).
         """
         tables = {name: t for name, t in tables.items() if t.num_rows}
         if not tables:
@@ -109,7 +114,7 @@ class GroupCommitter:
                 f"the ingest buffer holds {self.buffered_bytes:,} of {self.max_buffer_bytes:,} "
                 "bytes; retry after a moment"
             )
-        pending = _Pending(tables, nbytes, asyncio.get_running_loop().create_future())
+        pending = _Pending(tables, nbytes, asyncio.get_running_loop().create_future(), dedup_token)
         self.buffered_bytes += nbytes
         self._queue.append(pending)
         self._wakeup.set()
@@ -138,11 +143,19 @@ class GroupCommitter:
     async def _flush(self, batch: list[_Pending]) -> None:
         started = time.perf_counter()
         nbytes = sum(p.nbytes for p in batch)
-        merged = _merge(batch)
+        merged = _merge([p for p in batch if p.dedup_token is None])
+        own = [
+            (name, table, f"{p.dedup_token}:{name}")
+            for p in batch
+            if p.dedup_token is not None
+            for name, table in _merge([p])
+        ]
         error: BaseException | None = None
         try:
             for name, table in merged:
                 await asyncio.to_thread(self.store.insert_arrow, name, table)
+            for name, table, token in own:
+                await asyncio.to_thread(self.store.insert_arrow, name, table, None, token)
         except Exception as exc:  # the writers get it; the flusher carries on
             error = exc
         finally:
@@ -159,7 +172,8 @@ class GroupCommitter:
                 self.on_flush(
                     FlushStats(
                         writes=len(batch),
-                        rows=sum(t.num_rows for _, t in merged),
+                        rows=sum(t.num_rows for _, t in merged)
+                        + sum(t.num_rows for _, t, _ in own),
                         nbytes=nbytes,
                         seconds=time.perf_counter() - started,
                         failed=error is not None,
@@ -168,6 +182,7 @@ class GroupCommitter:
 
 
 def _merge(batch: list[_Pending]) -> list[tuple[str, pa.Table]]:
+    """One table per store table name, in INSERT_ORDER."""
     names = {name for pending in batch for name in pending.tables}
     unknown = names - set(INSERT_ORDER)
     ordered = [n for n in INSERT_ORDER if n in names] + sorted(unknown)

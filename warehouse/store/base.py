@@ -30,6 +30,8 @@ class Capabilities:
     """Per-query settings such as ``max_execution_time`` or ``readonly`` are honoured."""
     ttl: bool
     """Tables expire old rows by themselves (otherwise retention is the caller's job)."""
+    insert_deduplication: bool
+    """An insert repeated with the same ``dedup_token`` is dropped, rollups included."""
 
 
 @runtime_checkable
@@ -54,8 +56,18 @@ class Store(Protocol):
     ) -> pa.Table:
         """Run a query and return its result as an Arrow table."""
 
-    def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
-        """Append an Arrow table to ``table`` (unqualified, in this store's database)."""
+    def insert_arrow(
+        self,
+        table: str,
+        data: pa.Table,
+        settings: Settings | None = None,
+        dedup_token: str | None = None,
+    ) -> None:
+        """Append an Arrow table to ``table`` (unqualified, in this store's database).
+
+        With ``dedup_token``, a second insert with the same token into the same table is
+        a no-op where the backend can tell (``capabilities.insert_deduplication``).
+        """
 
     def close(self) -> None:
         """Release connections."""

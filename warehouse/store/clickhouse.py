@@ -27,6 +27,7 @@ SERVER = Capabilities(
     concurrent_writers=True,
     query_settings=True,
     ttl=True,
+    insert_deduplication=True,
 )
 IN_PROCESS = Capabilities(
     dialect="clickhouse",
@@ -35,6 +36,7 @@ IN_PROCESS = Capabilities(
     concurrent_writers=False,
     query_settings=True,
     ttl=True,
+    insert_deduplication=True,
 )
 
 _CODE = re.compile(
@@ -72,7 +74,20 @@ class ClickHouseStore:
                 sql, parameters=parameters, settings=settings, use_strings=True
             )
 
-    def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
+    def insert_arrow(
+        self,
+        table: str,
+        data: pa.Table,
+        settings: Settings | None = None,
+        dedup_token: str | None = None,
+    ) -> None:
+        if dedup_token is not None:
+            # Tables carry non_replicated_deduplication_window (see the migrations).
+            settings = {
+                **(settings or {}),
+                "insert_deduplication_token": dedup_token,
+                "deduplicate_blocks_in_dependent_materialized_views": 1,
+            }
         client, settings = self._route(settings)
         with _translated_errors():
             client.insert_arrow(table, data, database=self.database, settings=settings)

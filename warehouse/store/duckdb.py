@@ -24,6 +24,7 @@ CAPABILITIES = Capabilities(
     concurrent_writers=False,
     query_settings=False,
     ttl=False,
+    insert_deduplication=False,
 )
 
 
@@ -52,7 +53,15 @@ class DuckDBStore:
     ) -> pa.Table:
         return self._run(sql, parameters, settings, fetch=True)
 
-    def insert_arrow(self, table: str, data: pa.Table, settings: Settings | None = None) -> None:
+    def insert_arrow(
+        self,
+        table: str,
+        data: pa.Table,
+        settings: Settings | None = None,
+        dedup_token: str | None = None,
+    ) -> None:
+        # DuckDB has no insert deduplication (capabilities.insert_deduplication is False):
+        # the token is accepted and has no effect.
         with self._lock, _translated_errors():
             self._connection.register("_llmwh_insert", data)
             try:

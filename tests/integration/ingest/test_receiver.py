@@ -235,31 +235,13 @@ def test_basic_auth(make_client):
 # -- 5xx and the retry ---------------------------------------------------------------------
 
 
-class CommitsThenFails:
-    """A real store that commits the first samples insert, then reports failure, as when a
-    connection drops after ClickHouse committed: the worst case for a retry."""
-
-    def __init__(self, store):
-        self.store = store
-        self.failed = False
-
-    def __getattr__(self, name):
-        return getattr(self.store, name)
-
-    def insert_arrow(self, table, data, settings=None):
-        self.store.insert_arrow(table, data, settings)
-        if table == "samples" and not self.failed:
-            self.failed = True
-            raise StoreError("connection reset after commit (simulated)")
-
-
 def test_a_retry_after_a_5xx_leaves_every_figure_as_if_written_once(migrated, client_for):
     if migrated.capabilities.dialect != "clickhouse":
         pytest.skip(
             "only ClickHouse's engines collapse a retried write; DuckDB local mode "
             "keeps both copies (noted as a limitation in the README)"
         )
-    client = client_for(CommitsThenFails(migrated))
+    client = client_for(FailsAfterCommit(migrated, "samples"))
     body = v1_body()
     assert client.post("/api/v1/write", body, content_type=V1_TYPE).status == 500
     assert client.post("/api/v1/write", body, content_type=V1_TYPE).status == 204
@@ -352,3 +334,36 @@ def test_health_readiness_metrics_and_unknown_paths(client):
     assert client.get("/nope").status == 404
     method = client.get("/api/v1/write")
     assert method.status == 405 and method.headers["allow"] == "POST"
+
+
+class FailsAfterCommit:
+    """A real store that commits the first insert of ``table`` and then reports failure."""
+
+    def __init__(self, store, table):
+        self.store, self.table, self.failed = store, table, False
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def insert_arrow(self, table, data, settings=None, dedup_token=None):
+        self.store.insert_arrow(table, data, settings, dedup_token)
+        if table == self.table and not self.failed:
+            self.failed = True
+            raise StoreError("connection reset after commit (simulated)")
+
+
+def test_a_retried_event_body_changes_no_figure_rollups_included(migrated, client_for):
+    if not migrated.capabilities.insert_deduplication:
+        pytest.skip("DuckDB local mode has no insert deduplication (README: limits)")
+    client = client_for(FailsAfterCommit(migrated, "requests"))
+    body = encode_ndjson(synthetic_requests(300, seed=8))
+    assert client.post("/api/v1/requests", body, content_type="application/x-ndjson").status == 500
+    retried = client.post("/api/v1/requests", body, content_type="application/x-ndjson")
+    assert retried.status == 200
+    db = migrated.database
+    assert count(migrated, f"SELECT count() FROM {db}.requests") == 300
+    assert count(migrated, f"SELECT sum(requests) FROM {db}.requests_1m") == 300
+    assert count(migrated, f"SELECT sum(requests) FROM {db}.requests_1h") == 300
+    other = encode_ndjson(synthetic_requests(10, seed=9))
+    assert client.post("/api/v1/requests", other, content_type="application/x-ndjson").status == 200
+    assert count(migrated, f"SELECT count() FROM {db}.requests") == 310
