@@ -36,7 +36,9 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -239,10 +241,6 @@ def _is_numeric(type_: pa.DataType) -> bool:
     return pa.types.is_integer(type_) or pa.types.is_floating(type_)
 
 
-def _nulls(n: int, type_: pa.DataType) -> pa.Array:
-    return pa.nulls(n, type_)
-
-
 def _required(name: str, column: Any) -> list[_Check]:
     if name not in REQUIRED:
         return []
@@ -251,7 +249,7 @@ def _required(name: str, column: Any) -> list[_Check]:
 
 def _string_column(name: str, column: Any, n: int) -> tuple[Any, list[_Check]]:
     if pa.types.is_null(column.type):
-        column = _nulls(n, pa.string())
+        column = pa.nulls(n, pa.string())
     elif not _is_text(column.type):
         raise _ColumnTypeError(f"{column.type} cannot be read as a string")
     column = pc.cast(column, pa.string())
@@ -278,7 +276,7 @@ def _uint_column(name: str, column: Any, n: int) -> tuple[Any, list[_Check]]:
     target = REQUESTS_SCHEMA.field(name).type
     type_ = column.type
     if pa.types.is_null(type_):
-        values = _nulls(n, target)
+        values = pa.nulls(n, target)
         return (pc.fill_null(values, 0) if name == "http_status" else values), []
     if type_ == pa.uint64():
         bad = pc.greater(column, pa.scalar(limit, pa.uint64()))
@@ -302,7 +300,7 @@ def _uint_column(name: str, column: Any, n: int) -> tuple[Any, list[_Check]]:
 
 def _float_column(name: str, column: Any, n: int) -> tuple[Any, list[_Check]]:
     if pa.types.is_null(column.type):
-        return _nulls(n, pa.float32()), []
+        return pa.nulls(n, pa.float32()), []
     if not (_is_numeric(column.type) or pa.types.is_decimal(column.type)):
         raise _ColumnTypeError(f"{column.type} cannot be read as a number")
     wide = pc.cast(column, pa.float64())
@@ -317,7 +315,7 @@ def _float_column(name: str, column: Any, n: int) -> tuple[Any, list[_Check]]:
 
 def _bool_column(name: str, column: Any, n: int) -> tuple[Any, list[_Check]]:
     if pa.types.is_null(column.type):
-        column = _nulls(n, pa.bool_())
+        column = pa.nulls(n, pa.bool_())
     elif not pa.types.is_boolean(column.type):
         raise _ColumnTypeError(f"{column.type} cannot be read as true or false")
     return pc.fill_null(column, False), []
@@ -331,7 +329,7 @@ def _ts_column(name: str, column: Any, n: int, text: Any = None) -> tuple[Any, l
     """
     type_ = column.type
     if pa.types.is_null(type_):
-        ms, bad = _nulls(n, pa.int64()), pa.nulls(n, pa.bool_())
+        ms, bad = pa.nulls(n, pa.int64()), pa.nulls(n, pa.bool_())
     elif pa.types.is_integer(type_) and type_ != pa.uint64():
         ms, bad = pc.cast(column, pa.int64()), None
     elif type_ == pa.uint64():
@@ -627,7 +625,13 @@ def _json_schema(ts_type: pa.DataType) -> pa.Schema:
 
 
 def _read_json(data: bytes, records: int) -> pa.Table | None:
-    """The fast path: pyarrow's reader, or None when it cannot take this body."""
+    """The fast path: pyarrow's reader, or None when it cannot take this body.
+
+    The body is cut at line ends into pieces of about :data:`_PIECE_BYTES`, each read
+    by pyarrow as one block, in parallel. Never several blocks in one read: pyarrow's
+    reader crashes the process when a field's type differs between blocks in some ways
+    (a sender could bring the receiver down); within one block it reports an error.
+    """
     start = data.index(b"{")  # a record line begins with it, after blank lines if any
     end = data.find(b"\n", start)
     try:
@@ -635,29 +639,66 @@ def _read_json(data: bytes, records: int) -> pa.Table | None:
     except (ValueError, AttributeError, RecursionError):
         return None
     schema = _json_schema(pa.string() if isinstance(ts, str) else pa.int64())
+    buffer = pa.py_buffer(data)
+    pieces = [buffer[begin:end] for begin, end in _pieces(data)]
+    if len(pieces) == 1:
+        tables = [_read_piece(pieces[0], schema)]
+    else:
+        tables = list(_pool().map(lambda piece: _read_piece(piece, schema), pieces))
+    if any(table is None for table in tables) or sum(t.num_rows for t in tables) != records:
+        return None  # a type error, an unknown field, two records on a line: find the line
+    # Pieces saw different attrs keys: their structs merge by key name.
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+_PIECE_BYTES = 1 << 20
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="llmwh-ndjson")
+    return _POOL
+
+
+def _pieces(data: bytes) -> list[tuple[int, int]]:
+    """(begin, end) of consecutive pieces of ``data`` that end at line ends."""
+    spans, begin = [], 0
+    while begin < len(data):
+        cut = data.find(b"\n", min(begin + _PIECE_BYTES, len(data)) - 1)
+        end = len(data) if cut < 0 else cut + 1
+        spans.append((begin, end))
+        begin = end
+    return spans
+
+
+def _read_piece(piece: pa.Buffer, schema: pa.Schema) -> pa.Table | None:
+    """One piece as one block: the explicit fields, and ``attrs`` as a struct of strings."""
     try:
-        table = _pyarrow_json(data, schema)
-        if table.num_rows != records or not set(table.column_names) <= set(_FIELDS):
-            return None  # two records on a line, or an unknown field: find the line
+        table = _pyarrow_json(piece, schema)
+        if not set(table.column_names) <= set(_FIELDS):
+            return None  # an unknown field
         table.validate(full=True)  # the reader lets invalid UTF-8 through
         attrs = table.schema.field("attrs").type if "attrs" in table.column_names else None
-        if attrs is not None and pa.types.is_struct(attrs):
-            if not all(pa.types.is_string(f.type) or pa.types.is_null(f.type) for f in attrs):
-                # The reader infers timestamps from date-like text and numbers from
-                # numbers: read again with every key seen as a string.
-                keys = pa.struct([pa.field(f.name, pa.string()) for f in attrs])
-                table = _pyarrow_json(data, schema.append(pa.field("attrs", keys)))
-        elif attrs is not None and not pa.types.is_null(attrs):
+        if attrs is None or pa.types.is_null(attrs):
+            return table
+        if not pa.types.is_struct(attrs):
             return None
-    except pa.ArrowInvalid:
+        if not all(pa.types.is_string(f.type) or pa.types.is_null(f.type) for f in attrs):
+            # The reader infers timestamps from date-like text and numbers from numbers:
+            # read again with every key seen as a string.
+            keys = pa.struct([pa.field(f.name, pa.string()) for f in attrs])
+            table = _pyarrow_json(piece, schema.append(pa.field("attrs", keys)))
+    except pa.ArrowException:
         return None
     return table
 
 
-def _pyarrow_json(data: bytes, schema: pa.Schema) -> pa.Table:
+def _pyarrow_json(piece: pa.Buffer, schema: pa.Schema) -> pa.Table:
     options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
-    read = pa_json.ReadOptions(block_size=4 << 20)
-    return pa_json.read_json(pa.BufferReader(data), read_options=read, parse_options=options)
+    read = pa_json.ReadOptions(block_size=piece.size + 1, use_threads=False)
+    return pa_json.read_json(pa.BufferReader(piece), read_options=read, parse_options=options)
 
 
 class _DuplicateKey(ValueError):
@@ -809,7 +850,7 @@ def decode_arrow_stream(data: bytes) -> pa.Table:
         raise IngestError("empty body: no records")
     try:
         table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError) as exc:
         raise IngestError(f"not an Arrow IPC stream: {exc}") from None
     return decode_arrow_table(table)
 
@@ -864,8 +905,8 @@ def _read_table(path: Path, suffix: str) -> pa.Table:
         except pa.ArrowInvalid:
             with pa.memory_map(str(path)) as source:
                 return pa.ipc.open_stream(source).read_all()
-    except pa.ArrowInvalid as exc:
-        raise IngestError(f"not a {suffix[1:]} file: {exc}") from None
+    except pa.ArrowException as exc:
+        raise IngestError(f"not a valid {suffix} file: {exc}") from None
 
 
 # --- the other way round ------------------------------------------------------------------

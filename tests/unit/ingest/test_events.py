@@ -8,6 +8,8 @@ No database is needed here.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -73,6 +75,16 @@ def arrow_refusal(table: pa.Table) -> str:
     return str(caught.value)
 
 
+@contextmanager
+def small_pieces(size: int = 256) -> Iterator[None]:
+    """Make decode_ndjson cut bodies into pieces of ``size`` bytes, as it does big ones."""
+    kept, events._PIECE_BYTES = events._PIECE_BYTES, size
+    try:
+        yield
+    finally:
+        events._PIECE_BYTES = kept
+
+
 @pytest.fixture(scope="module")
 def requests_table() -> pa.Table:
     return synthetic_requests(3000, seed=11)
@@ -125,8 +137,29 @@ def test_file_errors_begin_with_the_path(tmp_path):
         read_file(tmp_path / "missing.parquet")
     garbage = tmp_path / "garbage.parquet"
     garbage.write_bytes(b"not parquet at all")
-    with pytest.raises(IngestError, match=r"garbage\.parquet: not a parquet file"):
+    with pytest.raises(IngestError, match=r"garbage\.parquet: not a valid \.parquet file"):
         read_file(garbage)
+
+
+def test_a_big_body_is_read_in_pieces_whose_attrs_keys_differ(requests_table):
+    body = encode_ndjson(requests_table) + ndjson(record(request_id="zz", attrs={"rare": "1"}))
+    with small_pieces(4096):
+        decoded = decode_ndjson(body)
+    assert decoded.equals(decode_ndjson(body))
+    assert decoded.column("attrs").to_pylist()[-1] == [("rare", "1")]
+    assert decoded.slice(0, requests_table.num_rows).equals(requests_table)
+
+
+def test_type_changes_between_pieces_are_refused_never_a_crash():
+    # One pyarrow read of this body in 128-byte blocks crashes the process (pyarrow 26),
+    # as 4 MiB blocks do when the second line is over 4 MiB. Each piece is read as a
+    # block of its own: the reader reports the error and the line is named.
+    first = record(request_id="r1") | {"attrs": ["x"]}
+    second = record(request_id="r2", tenant=None, attrs=20.567331713900316, tpot_ms=982893525218)
+    with small_pieces(128):
+        assert refusal(ndjson(first, second)) == (
+            'line 1, field attrs: must be an object whose values are strings, got ["x"]'
+        )
 
 
 def test_the_slow_path_decodes_the_same_table_as_the_fast_one(requests_table):
@@ -689,5 +722,7 @@ def test_any_valid_record_set_round_trips(records):
     decoded = decode_ndjson(body)
     assert decoded.equals(expected)
     assert events._decode_lines(body).equals(expected)  # the slow path agrees
+    with small_pieces(64):
+        assert decode_ndjson(body).equals(expected)  # one record a piece, or near
     assert decode_ndjson(encode_ndjson(decoded)).equals(expected)
     assert decode_arrow_stream(arrow_stream(decoded)).equals(expected)
