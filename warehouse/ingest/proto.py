@@ -46,11 +46,13 @@ __all__ = [
     "V1_COUNTS",
     "V1_RAW",
     "V1_SPLIT",
+    "V1_TOTALS",
     "V2",
     "V2_COLUMNS",
     "V2_COUNTS",
     "V2_RAW",
     "V2_SPLIT",
+    "V2_TOTALS",
     "Fields",
     "Records",
     "element_counts",
@@ -742,3 +744,43 @@ def read_samples(raws: list[bytes], sample_class: Any) -> tuple[np.ndarray, np.n
         sample = sample_class.FromString(raws[k])
         values[k], stamps[k] = sample.value, sample.timestamp
     return values, stamps
+
+
+# Every series merged into one: how many labels, samples, ... the whole request holds.
+V1_TOTALS = _build(
+    "llmwh/view/v1/totals.proto",
+    "llmwh.view.v1.totals",
+    [
+        _message(
+            "WriteRequest",
+            [
+                _field("timeseries", 1, ".llmwh.view.v1.totals.TimeSeries"),
+                _field("metadata", 3, "bytes", repeated=True),
+            ],
+        ),
+        _message(
+            "TimeSeries",
+            [
+                _field("labels", 1, "bytes", repeated=True),
+                _field("samples", 2, "bytes", repeated=True),
+                _field("exemplars", 3, "bytes", repeated=True),
+                _field("histograms", 4, "bytes", repeated=True),
+            ],
+        ),
+    ],
+)
+V2_TOTALS = _build(
+    "llmwh/view/v2/totals.proto",
+    "llmwh.view.v2.totals",
+    [
+        _message("Request", [_field("timeseries", 5, ".llmwh.view.v2.totals.TimeSeries")]),
+        _message(
+            "TimeSeries",
+            [
+                _field("samples", 2, "bytes", repeated=True),
+                _field("histograms", 3, "bytes", repeated=True),
+                _field("exemplars", 4, "bytes", repeated=True),
+            ],
+        ),
+    ],
+)

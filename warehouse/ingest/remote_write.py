@@ -274,6 +274,13 @@ def _per_owner(owner: np.ndarray, amount: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def _counts(data: bytes, view: Any, split: Any, message: str) -> np.ndarray:
+    """Per series, how many elements each of its fields holds (``[series, field]``)."""
+    counted = _parse(view, data, message)
+    counted.DiscardUnknownFields()
+    return proto.element_counts(counted.SerializeToString(), split, 4, first=True)
+
+
 # --- 1.0 ----------------------------------------------------------------------------------
 
 
@@ -281,13 +288,11 @@ def decode_v1(data: bytes) -> DecodedWrite:
     """Decode a ``prometheus.WriteRequest`` (Remote-Write 1.0), already decompressed."""
     message = "prometheus.WriteRequest"
     columns = _parse(proto.V1_COLUMNS.WriteRequest, data, message)
-    counted = _parse(proto.V1_COUNTS.WriteRequest, data, message)
+    totals = _parse(proto.V1_TOTALS.WriteRequest, data, message)
     n = len(columns.timeseries)
-    has_metadata = len(counted.metadata) > 0
-    counted.DiscardUnknownFields()
-    counts = proto.element_counts(
-        counted.SerializeToString(), proto.V1_SPLIT.WriteRequest, 4, first=True
-    )
+    all_labels, all_samples = len(totals.timeseries.labels), len(totals.timeseries.samples)
+    rich = len(totals.timeseries.exemplars) + len(totals.timeseries.histograms) > 0
+    has_metadata = len(totals.metadata) > 0
     columns.DiscardUnknownFields()
     records = proto.split_records(
         columns.SerializeToString(), proto.V1_SPLIT.WriteRequest, first=True
@@ -306,8 +311,6 @@ def decode_v1(data: bytes) -> DecodedWrite:
     label_values = strings.filter(pa.array(inner.number == 2))
     n_names = np.bincount(name_owner, minlength=n)
     n_label_values = np.bincount(value_owner, minlength=n)
-    # A label with an empty name or value has that field left off the wire.
-    redo_labels = np.flatnonzero((n_names != counts[:, 1]) | (n_label_values != counts[:, 1]))
 
     samples = top.only(2)
     inner = scan(Records(buf, samples.start, samples.length))
@@ -317,6 +320,22 @@ def decode_v1(data: bytes) -> DecodedWrite:
     sample_timestamps = timestamps.view(np.int64)
     n_values = _per_owner(samples.owner[doubles.owner], doubles.length // 8, n)
     n_stamps = _per_owner(samples.owner[stamps.owner], per_field, n)
+
+    # Columns are never longer than the elements they come from, so when the totals
+    # agree every series' columns are complete: the common case needs no counts.
+    # Otherwise a label with an empty name or value, or a sample with a zero
+    # timestamp, left a field off the wire: count each series' elements.
+    if (
+        rich
+        or n_names.sum() != all_labels
+        or n_label_values.sum() != all_labels
+        or n_stamps.sum() != all_samples
+    ):
+        counts = _counts(data, proto.V1_COUNTS.WriteRequest, proto.V1_SPLIT.WriteRequest, message)
+    else:
+        counts = np.zeros((n, 5), np.int64)
+        counts[:, 1], counts[:, 2] = n_names, n_stamps
+    redo_labels = np.flatnonzero((n_names != counts[:, 1]) | (n_label_values != counts[:, 1]))
     redo_samples = np.flatnonzero((n_values != counts[:, 2]) | (n_stamps != counts[:, 2]))
 
     full = None
@@ -476,22 +495,16 @@ def decode_v2(data: bytes) -> DecodedWrite:
     """
     message = "io.prometheus.write.v2.Request"
     columns = _parse(proto.V2_COLUMNS.Request, data, message)
-    counted = _parse(proto.V2_COUNTS.Request, data, message)
+    totals = _parse(proto.V2_TOTALS.Request, data, message).timeseries
     n = len(columns.timeseries)
     symbols = list(columns.symbols)
     if symbols and symbols[0] != "":
         raise IngestError(f"symbols[0] must be the empty string, not {symbols[0]!r}")
     table = pa.array(symbols, pa.string())
-    counted.DiscardUnknownFields()
-    split = proto.V2_SPLIT.Request
-    counts = proto.element_counts(counted.SerializeToString(), split, 4, first=True)
-    both = np.flatnonzero((counts[:, 2] > 0) & (counts[:, 3] > 0))
-    if both.size:
-        raise IngestError(
-            f"series {both[0]}: has both samples and histograms; 2.0 requires a "
-            "separate series for each"
-        )
+    all_samples = len(totals.samples)
+    rich = len(totals.histograms) + len(totals.exemplars) > 0
     columns.DiscardUnknownFields()
+    split = proto.V2_SPLIT.Request
     records = proto.split_records(columns.SerializeToString(), split, first=False)
     buf = records.buf
     top = scan(records)
@@ -524,6 +537,17 @@ def decode_v2(data: bytes) -> DecodedWrite:
     timestamps, per_field = packed_varints(stamps, buf)
     n_values = _per_owner(samples.owner[doubles.owner], doubles.length // 8, n)
     n_stamps = _per_owner(samples.owner[stamps.owner], per_field, n)
+    if rich or n_stamps.sum() != all_samples:  # see decode_v1
+        counts = _counts(data, proto.V2_COUNTS.Request, split, message)
+    else:
+        counts = np.zeros((n, 5), np.int64)
+        counts[:, 2] = n_stamps
+    both = np.flatnonzero((counts[:, 2] > 0) & (counts[:, 3] > 0))
+    if both.size:
+        raise IngestError(
+            f"series {both[0]}: has both samples and histograms; 2.0 requires a "
+            "separate series for each"
+        )
     redo = np.flatnonzero((n_values != counts[:, 2]) | (n_stamps != counts[:, 2]))
 
     full = None
