@@ -246,8 +246,9 @@ class _Parsed:
     sample_values: np.ndarray
     histograms: list[tuple[int, dict[str, Any]]]
     exemplars: list[tuple[int, int, float, list[tuple[str, str]]]]
-    metadata: list[tuple[str | int, str, str, str]]
-    """(family name, or series index for 2.0, type, unit, help)."""
+    metadata: pa.Table
+    """``owner`` (series index, or -1), ``metric_family_name`` (when no owner: 1.0),
+    ``type``, ``unit``, ``help``; the last row of a family wins."""
 
 
 def _corrupt(message: str, exc: Exception) -> IngestError:
@@ -385,12 +386,21 @@ def decode_v1(data: bytes) -> DecodedWrite:
                 pairs = [(label.name, label.value) for label in e.labels]
                 exemplars.append((i, e.timestamp, e.value, pairs))
 
-    metadata: list[tuple[str | int, str, str, str]] = []
+    rows: list[tuple[str, str, str, str]] = []
     if has_metadata:
         for k, m in enumerate(full.metadata):
             if not m.metric_family_name:
                 raise IngestError(f"metadata {k}: empty metric_family_name")
-            metadata.append((m.metric_family_name, _metric_type(m.type), m.unit, m.help))
+            rows.append((m.metric_family_name, _metric_type(m.type), m.unit, m.help))
+    metadata = pa.table(
+        {
+            "owner": pa.array([-1] * len(rows), pa.int64()),
+            **{
+                name: pa.array([row[k] for row in rows], pa.string())
+                for k, name in enumerate(("metric_family_name", "type", "unit", "help"))
+            },
+        }
+    )
 
     return _assemble(
         _Parsed(
@@ -568,24 +578,7 @@ def decode_v2(data: bytes) -> DecodedWrite:
         sample_owner = np.repeat(np.arange(n), n_stamps)
         sample_timestamps = timestamps.view(np.int64)
 
-    metadata: list[tuple[str | int, str, str, str]] = []
-    meta = top.only(5)
-    if len(meta.owner):
-        fields = scan(Records(buf, meta.start, meta.length))
-        kinds = {
-            f: _per_owner(meta.owner[fields.only(f).owner], fields.only(f).value, n)
-            for f in (1, 3, 4)
-        }
-        for i in meta.owner.tolist():
-            kind, help_ref, unit_ref = (int(kinds[f][i]) for f in (1, 3, 4))
-            for field, ref in (("help_ref", help_ref), ("unit_ref", unit_ref)):
-                if ref >= len(symbols):
-                    raise IngestError(
-                        f"series {i}: metadata {field} = {ref} is out of range "
-                        f"({len(symbols)} symbols)"
-                    )
-            if kind or help_ref or unit_ref:
-                metadata.append((i, _metric_type(kind), symbols[unit_ref], symbols[help_ref]))
+    metadata = _v2_metadata(top.only(5), buf, n, table)
 
     histograms: list[tuple[int, dict[str, Any]]] = []
     exemplars: list[tuple[int, int, float, list[tuple[str, str]]]] = []
@@ -614,6 +607,33 @@ def decode_v2(data: bytes) -> DecodedWrite:
             exemplars,
             metadata,
         )
+    )
+
+
+def _v2_metadata(meta: proto.Fields, buf: np.ndarray, n: int, symbols: pa.Array) -> pa.Table:
+    """Each series' TYPE, HELP and UNIT (when it gives any), refs checked and resolved."""
+    fields = scan(Records(buf, meta.start, meta.length))
+    kind, help_ref, unit_ref = (
+        _per_owner(meta.owner[fields.only(f).owner], fields.only(f).value, n) for f in (1, 3, 4)
+    )
+    for name, refs in (("help_ref", help_ref), ("unit_ref", unit_ref)):
+        bad = np.flatnonzero(refs >= len(symbols))
+        if bad.size:
+            raise IngestError(
+                f"series {bad[0]}: metadata {name} = {refs[bad[0]]} is out of range "
+                f"({len(symbols)} symbols)"
+            )
+    given = np.flatnonzero((kind > 0) | (help_ref > 0) | (unit_ref > 0))
+    names = np.array(_METRIC_TYPES, object)
+    types = np.where(kind[given] < len(_METRIC_TYPES), kind[given], 0)
+    return pa.table(
+        {
+            "owner": pa.array(given, pa.int64()),
+            "metric_family_name": pa.nulls(len(given), pa.string()),
+            "type": pa.array(names[types], pa.string()),
+            "unit": symbols.take(pa.array(unit_ref[given])),
+            "help": symbols.take(pa.array(help_ref[given])),
+        }
     )
 
 
@@ -809,20 +829,25 @@ def _exemplar_table(
     )
 
 
-def _metadata_table(metric: pa.Array, rows: list[tuple[str | int, str, str, str]]) -> pa.Table:
+def _metadata_table(metric: pa.Array, rows: pa.Table) -> pa.Table:
     """One row per metric family; the last one a write gives wins."""
-    latest: dict[str, tuple[str, str, str]] = {}
-    for family, kind, unit, help_text in rows:
-        name = family if isinstance(family, str) else metric[family].as_py()
-        latest[name] = (kind, unit, help_text)
+    owner = np.asarray(rows.column("owner"))
+    family = rows.column("metric_family_name").combine_chunks()
+    if (owner >= 0).any():  # 2.0: the family is the series' metric name
+        by_series = metric.take(pa.array(np.maximum(owner, 0)))
+        family = pc.if_else(pa.array(owner >= 0), by_series, family)
+    encoded = family.dictionary_encode()
+    last = np.full(len(encoded.dictionary), -1, np.int64)
+    np.maximum.at(last, np.asarray(encoded.indices), np.arange(len(owner)))
+    take = pa.array(last)
     now = int(datetime.now(UTC).timestamp() * 1000)
     return pa.table(
         {
-            "metric_family_name": list(latest),
-            "type": [v[0] for v in latest.values()],
-            "unit": [v[1] for v in latest.values()],
-            "help": [v[2] for v in latest.values()],
-            "updated_at": pa.array([now] * len(latest), pa.int64()).cast(_TS),
+            "metric_family_name": encoded.dictionary.cast(pa.string()),
+            "type": rows.column("type").take(take),
+            "unit": rows.column("unit").take(take),
+            "help": rows.column("help").take(take),
+            "updated_at": pa.array(np.full(len(last), now), pa.int64()).cast(_TS),
         },
         schema=METADATA_SCHEMA,
     )

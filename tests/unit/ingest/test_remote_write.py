@@ -331,6 +331,39 @@ def test_v2_everything():
     assert (meta["ttft_seconds"]["type"], meta["ttft_seconds"]["help"]) == ("histogram", "")
 
 
+def test_metadata_keeps_one_row_per_family_the_last_given():
+    decoded = decode_v1(
+        v1(
+            metadata=[
+                (1, "a_total", "old", ""),
+                (2, "b", "gauge b", "bytes"),
+                (1, "a_total", "new", ""),
+            ]
+        )
+    )
+    rows = {
+        m["metric_family_name"]: (m["type"], m["help"], m["unit"])
+        for m in as_dicts(decoded.metadata)
+    }
+    assert rows == {"a_total": ("counter", "new", ""), "b": ("gauge", "gauge b", "bytes")}
+
+    symbols = Symbols()
+    request = V2.Request()
+    for help_text in ("first", "second"):
+        ts = request.timeseries.add(labels_refs=symbols.refs([("__name__", "x"), ("k", help_text)]))
+        ts.samples.add(value=1.0, timestamp=T0)
+        ts.metadata.type = 2
+        ts.metadata.help_ref = symbols.ref(help_text)
+    request.timeseries.add(labels_refs=symbols.refs([("__name__", "y")])).samples.add(
+        value=1.0, timestamp=T0
+    )  # no metadata: no row
+    request.symbols.extend(symbols.table)
+    rows = as_dicts(decode_v2(request.SerializeToString()).metadata)
+    assert [(m["metric_family_name"], m["type"], m["help"]) for m in rows] == [
+        ("x", "gauge", "second")
+    ]
+
+
 def test_many_random_requests_match_a_sample_by_sample_reading():
     rnd = random.Random(7)
     for _ in range(30):
