@@ -385,9 +385,7 @@ def _parse_rfc3339(text: Any) -> tuple[Any, Any]:
     wall = pc.binary_join_element_wise(
         pc.struct_field(parts, "date"), pc.struct_field(parts, "time"), "T"
     )
-    seconds = pc.strptime(wall, format="%Y-%m-%dT%H:%M:%S", unit="s", error_is_null=True)
-    # strptime rolls 2024-02-30 over into March: a date is real if it prints back the same.
-    real = pc.fill_null(pc.equal(pc.strftime(seconds, format="%Y-%m-%dT%H:%M:%S"), wall), False)
+    seconds, real = _wall_seconds(pc.if_else(matched, wall, "1970-01-01T00:00:00"))
     frac = pc.utf8_slice_codeunits(
         pc.binary_join_element_wise(pc.struct_field(parts, "frac"), "000", ""), 0, 3
     )
@@ -405,6 +403,19 @@ def _parse_rfc3339(text: Any) -> tuple[Any, Any]:
     ms = pc.if_else(ok, pc.subtract(ms, offset_ms), pa.scalar(None, pa.int64()))
     bad = pc.if_else(pc.is_null(text), pa.scalar(None, pa.bool_()), pc.invert(ok))
     return ms, bad
+
+
+def _wall_seconds(wall: Any) -> tuple[Any, Any]:
+    """``YYYY-MM-DDThh:mm:ss`` -> (seconds since 1970, whether it is a real date and time)."""
+    try:  # the strict parser: all real, the common case
+        seconds = pc.cast(wall, pa.timestamp("s"))
+        return seconds, pc.is_valid(wall)
+    except pa.ArrowInvalid:  # which ones are not?
+        pass
+    seconds = pc.strptime(wall, format="%Y-%m-%dT%H:%M:%S", unit="s", error_is_null=True)
+    # strptime rolls 2024-02-30 over into March: a date is real if it prints back the same.
+    real = pc.fill_null(pc.equal(pc.strftime(seconds, format="%Y-%m-%dT%H:%M:%S"), wall), False)
+    return seconds, real
 
 
 def _attrs_column(name: str, column: Any, n: int) -> tuple[Any, list[_Check]]:
