@@ -25,10 +25,12 @@ Unknown field names are refused (a typo such as ``ttft_sec`` must not vanish), w
 nearest known name suggested.
 
 The NDJSON happy path is vectorized end to end: ``pyarrow.json`` parses with an explicit
-schema and ``pyarrow.compute`` checks every rule over whole columns. Only a body the
-fast reader cannot take (a type error, invalid JSON, an unknown field, records mixing
-integer and text ``ts``) goes through a per-line Python pass, which names the first
-offending line, or decodes the body if nothing was wrong after all.
+schema (pieces of the body in parallel), ``pyarrow.compute`` checks every rule over whole
+columns, and a bad value's line comes from a vectorized scan of line starts. Only a body
+the fast reader cannot take (a JSON type error, invalid JSON, an unknown field, records
+mixing integer and text ``ts``) goes through a per-line Python pass, which names the
+first offending line, or decodes the body if nothing was wrong after all. Arrow and
+Parquet input go through the same column checks.
 """
 
 from __future__ import annotations
