@@ -291,7 +291,7 @@ def serve(
     """
     import uvicorn
 
-    from warehouse.ingest.app import Receiver, ReceiverOptions
+    from warehouse.ingest.app import Receiver
 
     config = load_config(config_file, store=store, data_dir=data, listen=listen)
     host, port = _host_port(config.listen)
@@ -309,7 +309,7 @@ def serve(
             typer.echo(f"applied migration {migration.version:04d}_{migration.name}")
         for change in sync_ttls(target, config):
             typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
-        receiver = Receiver(target, ReceiverOptions.from_config(config))
+        receiver = Receiver(target, config)
         server = uvicorn.Server(
             uvicorn.Config(
                 receiver, host=host, port=port, lifespan="on", log_level="warning", access_log=False

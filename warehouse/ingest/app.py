@@ -23,7 +23,6 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import cramjam
 import pyarrow as pa
@@ -44,7 +43,7 @@ from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read
 from warehouse.ingest.metrics import ReceiverMetrics
 from warehouse.store.base import Store
 
-__all__ = ["Receiver", "ReceiverOptions"]
+__all__ = ["Receiver"]
 
 log = logging.getLogger("llmwh.receiver")
 
@@ -60,41 +59,18 @@ ARROW_STREAM_TYPES = {"application/vnd.apache.arrow.stream"}
 RETRY_AFTER_SECONDS = 1
 
 
-@dataclass(frozen=True)
-class ReceiverOptions:
-    """The receiver's settings (see :class:`warehouse.config.Config`)."""
-
-    max_body_bytes: int = 32 << 20
-    buffer_bytes: int = 256 << 20
-    flush_linger_ms: int = 20
-    auth_token: str | None = None
-    basic_auth: str | None = None
-    tenant_header: str | None = None
-
-    @classmethod
-    def from_config(cls, config: Config) -> ReceiverOptions:
-        return cls(
-            max_body_bytes=config.max_body_bytes,
-            buffer_bytes=config.buffer_bytes,
-            flush_linger_ms=config.flush_linger_ms,
-            auth_token=config.auth_token,
-            basic_auth=config.basic_auth,
-            tenant_header=config.tenant_header,
-        )
-
-
 class Receiver:
     """The ASGI app. Its lifespan starts and drains the group committer."""
 
-    def __init__(self, store: Store, options: ReceiverOptions | None = None):
+    def __init__(self, store: Store, config: Config | None = None):
         self.store = store
-        self.options = options or ReceiverOptions()
+        self.config = config or Config()
         self.metrics = ReceiverMetrics()
-        self.metrics.buffer_limit_bytes.set(self.options.buffer_bytes)
+        self.metrics.buffer_limit_bytes.set(self.config.buffer_bytes)
         self.committer = GroupCommitter(
             store,
-            max_buffer_bytes=self.options.buffer_bytes,
-            linger=self.options.flush_linger_ms / 1000,
+            max_buffer_bytes=self.config.buffer_bytes,
+            linger=self.config.flush_linger_ms / 1000,
             on_flush=self.metrics.observe_flush,
         )
         self._routes: dict[tuple[str, str], Callable] = {
@@ -147,7 +123,7 @@ class Receiver:
                         (
                             "www-authenticate",
                             'Bearer realm="llmwh"'
-                            if self.options.auth_token
+                            if self.config.auth_token
                             else 'Basic realm="llmwh"',
                         )
                     ],
@@ -172,7 +148,7 @@ class Receiver:
             self.metrics.http_requests.labels(endpoint, str(status)).inc()
 
     def _authorized(self, scope: Scope) -> bool:
-        token, basic = self.options.auth_token, self.options.basic_auth
+        token, basic = self.config.auth_token, self.config.basic_auth
         if token is None and basic is None:
             return True
         given = header(scope, "authorization") or ""
@@ -206,7 +182,7 @@ class Receiver:
                 f"unsupported Content-Encoding {encoding!r}: remote write bodies are snappy "
                 "(block format)"
             )
-        body = await read_body(scope, receive, self.options.max_body_bytes)
+        body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.bytes_received.labels("/api/v1/write").inc(len(body))
         decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
         started = time.perf_counter()
@@ -240,7 +216,7 @@ class Receiver:
             raise UnsupportedMediaType(
                 f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
             )
-        body = await read_body(scope, receive, self.options.max_body_bytes)
+        body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.bytes_received.labels("/api/v1/requests").inc(len(body))
         started = time.perf_counter()
         table = await asyncio.to_thread(_decode_events, body, encoding, decode)
@@ -251,7 +227,7 @@ class Receiver:
         # The same body retried (after a 5xx or a lost response) carries the same token,
         # and the store drops it: a retry changes no figure.
         tenant = (
-            header(scope, self.options.tenant_header.lower()) if self.options.tenant_header else ""
+            header(scope, self.config.tenant_header.lower()) if self.config.tenant_header else ""
         )
         token = hashlib.sha256(f"{tenant}\0".encode() + body).hexdigest()
         await self.committer.submit({"requests": table}, dedup_token=token)
@@ -285,11 +261,11 @@ class Receiver:
 
     def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
         """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""
-        if self.options.tenant_header is None:
+        if self.config.tenant_header is None:
             return table
-        tenant = header(scope, self.options.tenant_header.lower())
+        tenant = header(scope, self.config.tenant_header.lower())
         if not tenant:
-            raise IngestError(f"missing tenant header {self.options.tenant_header}")
+            raise IngestError(f"missing tenant header {self.config.tenant_header}")
         column = pa.repeat(pa.scalar(tenant, pa.string()), table.num_rows)
         index = table.schema.get_field_index("tenant")
         return table.set_column(index, table.schema.field("tenant"), column)

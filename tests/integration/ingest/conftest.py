@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import pytest
 from senders import free_port, wait_for
 
-from warehouse.ingest.app import Receiver, ReceiverOptions
+from warehouse.config import Config
+from warehouse.ingest.app import Receiver
 from warehouse.store import open_store
 
 
@@ -94,7 +95,7 @@ def client_for() -> Iterator:
     clients = []
 
     def make(store, **options) -> Client:
-        client = Client(Receiver(store, ReceiverOptions(**options)))
+        client = Client(Receiver(store, Config(**options)))
         clients.append(client)
         return client
 
