@@ -45,12 +45,26 @@ class Config:
     """Bearer token every receiver request must carry (unset: no auth)."""
     basic_auth: str | None = None
     """USER:PASSWORD for HTTP basic auth on the receiver (unset: no auth)."""
+    seal_after_seconds: int = 30
+    """A request sent as metric parts is sealed into `requests` this long after its last part."""
+    seal_every_seconds: int = 5
+    """How often sealing runs (ClickHouse: the refresh period of its view)."""
+    metric_mapping: str | None = None
+    """TOML file mapping per-request metric names to `requests` columns (default built in)."""
     tenant_header: str | None = None
     """Request header whose value fills `tenant` (multi-tenant mode), e.g. X-Scope-OrgID."""
 
     def ttl_variables(self) -> dict[str, int]:
         """The TTL settings by name, as migration templates use them."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name.endswith("_ttl_days")}
+
+    def template_variables(self) -> dict[str, int]:
+        """The settings migration templates use: TTLs and the sealing periods."""
+        return {
+            **self.ttl_variables(),
+            "seal_after_seconds": self.seal_after_seconds,
+            "seal_every_seconds": self.seal_every_seconds,
+        }
 
 
 def load_config(config_file: str | Path | None = None, **overrides: Any) -> Config:

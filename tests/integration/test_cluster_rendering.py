@@ -62,6 +62,7 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
             "exemplars",
             "requests_1m",
             "requests_1h",
+            "request_parts",
         }
     )
     for table, statement in local.items():
@@ -82,11 +83,23 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
 
 
 def test_materialized_views_read_and_write_local_tables(rendered, parser):
-    views = [parser(s) for s in rendered if "MATERIALIZED VIEW" in s]
-    assert len(views) == 2
-    minute, hour = views
+    views = {
+        view: parser(statement)
+        for statement in rendered
+        if (view := re.search(r"MATERIALIZED VIEW IF NOT EXISTS llmwh\.(\w+)", statement))
+        and (view := view.group(1))
+    }
+    assert set(views) == {"requests_1m_mv", "requests_1h_mv", "request_parts_seal"}
+    minute, hour, seal = (
+        views["requests_1m_mv"],
+        views["requests_1h_mv"],
+        views["request_parts_seal"],
+    )
     assert "TO llmwh.requests_1m_local" in minute and "FROM llmwh.requests_local" in minute
     assert "TO llmwh.requests_1h_local" in hour and "FROM llmwh.requests_1m_local" in hour
+    # Parts and requests share the sharding key, so each shard seals its own requests.
+    assert "APPEND TO llmwh.requests_local" in seal
+    assert "FROM llmwh.request_parts_local" in seal and "FROM llmwh.requests_local" in seal
 
 
 def test_a_table_without_sharding_key_is_refused():

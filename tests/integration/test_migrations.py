@@ -18,6 +18,7 @@ TABLES = {
     "exemplars",
     "requests_1m",
     "requests_1h",
+    "request_parts",
     "schema_migrations",
 }
 

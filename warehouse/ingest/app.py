@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gzip
 import hashlib
 import hmac
@@ -40,6 +41,7 @@ from warehouse.errors import (
 from warehouse.ingest import events, remote_write
 from warehouse.ingest.batcher import GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
+from warehouse.ingest.llm_metrics import load_mapping, request_parts
 from warehouse.ingest.metrics import ReceiverMetrics
 from warehouse.store.base import Store
 
@@ -67,6 +69,8 @@ class Receiver:
         self.config = config or Config()
         self.metrics = ReceiverMetrics()
         self.metrics.buffer_limit_bytes.set(self.config.buffer_bytes)
+        self.mapping = load_mapping(self.config.metric_mapping)
+        self._sealer: asyncio.Task | None = None
         self.committer = GroupCommitter(
             store,
             max_buffer_bytes=self.config.buffer_bytes,
@@ -91,12 +95,42 @@ class Receiver:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                await self.committer.start()
+                await self.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await self.committer.close()  # acknowledged writes are all flushed first
+                await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def start(self) -> None:
+        """Start the group committer, and the sealer where the store has no scheduled views."""
+        await self.committer.start()
+        if not self.store.capabilities.scheduled_views:
+            self._sealer = asyncio.create_task(self._seal_forever(), name="llmwh-sealer")
+
+    async def stop(self) -> None:
+        """Flush every acknowledged write, then stop."""
+        await self.committer.close()
+        if self._sealer is not None:
+            self._sealer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sealer
+
+    async def seal(self) -> None:
+        """Move requests whose parts are complete into `requests` (idempotent)."""
+        db = self.store.database
+        await asyncio.to_thread(
+            self.store.command,
+            f"INSERT INTO {db}.requests BY NAME SELECT * FROM {db}.request_parts_sealable",
+        )
+
+    async def _seal_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.seal_every_seconds)
+            try:
+                await self.seal()
+            except StoreError as exc:
+                log.error("sealing request parts failed: %s", exc)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
@@ -188,7 +222,14 @@ class Receiver:
         started = time.perf_counter()
         decoded = await asyncio.to_thread(_decode_remote_write, body, decode)
         self.metrics.decode_seconds.labels("/api/v1/write").observe(time.perf_counter() - started)
-        await self.committer.submit(_store_tables(decoded))
+        tenant = (
+            header(scope, self.config.tenant_header.lower()) if self.config.tenant_header else None
+        )
+        tables = _store_tables(decoded)
+        tables["request_parts"] = request_parts(
+            decoded.series, decoded.samples, self.mapping, tenant
+        )
+        await self.committer.submit(tables)
         self._count_written(decoded)
         headers = []
         if proto == V2_PROTO:

@@ -30,6 +30,7 @@ INSERT_ORDER = (
     "samples",
     "histogram_samples",
     "exemplars",
+    "request_parts",
     "requests",
 )
 """Tables are written in this order within a flush: a series before its samples."""

@@ -32,6 +32,8 @@ class Capabilities:
     """Tables expire old rows by themselves (otherwise retention is the caller's job)."""
     insert_deduplication: bool
     """An insert repeated with the same ``dedup_token`` is dropped, rollups included."""
+    scheduled_views: bool
+    """Views refresh on a schedule inside the database (otherwise the receiver runs them)."""
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ SERVER = Capabilities(
     query_settings=True,
     ttl=True,
     insert_deduplication=True,
+    scheduled_views=True,
 )
 IN_PROCESS = Capabilities(
     dialect="clickhouse",
@@ -37,6 +38,7 @@ IN_PROCESS = Capabilities(
     query_settings=True,
     ttl=True,
     insert_deduplication=True,
+    scheduled_views=True,
 )
 
 _CODE = re.compile(

@@ -25,6 +25,7 @@ CAPABILITIES = Capabilities(
     query_settings=False,
     ttl=False,
     insert_deduplication=False,
+    scheduled_views=False,
 )
 
 

@@ -124,7 +124,7 @@ def template_variables(config: Config, database: str) -> dict[str, object]:
         "db": database,
         "bucket_min_ms": BUCKET_MIN_MS,
         "bucket_growth": BUCKET_GROWTH,
-        **config.ttl_variables(),
+        **config.template_variables(),
     }
 
 

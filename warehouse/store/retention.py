@@ -19,6 +19,8 @@ __all__ = ["TTL_SETTINGS", "TtlChange", "sync_ttls"]
 TTL_SETTINGS = {
     "requests": "requests_ttl_days",
     "samples": "samples_ttl_days",
+    "histogram_samples": "samples_ttl_days",
+    "exemplars": "samples_ttl_days",
     "requests_1m": "rollup_1m_ttl_days",
     "requests_1h": "rollup_1h_ttl_days",
 }

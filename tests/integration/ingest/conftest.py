@@ -35,7 +35,7 @@ class Client:
     def __init__(self, app: Receiver):
         self.app = app
         self.loop = asyncio.new_event_loop()
-        self.loop.run_until_complete(app.committer.start())
+        self.loop.run_until_complete(app.start())
 
     def request(
         self,
@@ -85,7 +85,7 @@ class Client:
         )
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.app.committer.close())
+        self.loop.run_until_complete(self.app.stop())
         self.loop.close()
 
 

@@ -1,0 +1,117 @@
+"""A request whose measurements arrive in three writes is one request in every query,
+and a retried write changes no figure."""
+
+from __future__ import annotations
+
+import time
+
+import cramjam
+import pytest
+
+from warehouse.config import Config
+from warehouse.ingest.proto import V1
+from warehouse.store.migrations import Migrator
+
+SEALING = Config(seal_after_seconds=1, seal_every_seconds=1)
+NOW_MS = (int(time.time()) - 60) * 1000
+LABELS = {
+    "request_id": "req-42",
+    "tenant": "acme",
+    "model": "llama-3-70b",
+    "region": "hz",
+    "zone": "hz-a",
+    "service": "chat",
+}
+
+
+def body(*samples: tuple[str, dict, float]) -> bytes:
+    request = V1.WriteRequest()
+    for i, (name, labels, value) in enumerate(samples):
+        series = request.timeseries.add()
+        for key, val in sorted({"__name__": name, **labels}.items()):
+            series.labels.add(name=key, value=val)
+        series.samples.add(value=value, timestamp=NOW_MS + i)
+    return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
+
+
+@pytest.fixture
+def sealing_store(store):
+    Migrator(store, SEALING).up()
+    return store
+
+
+def sealed_rows(store, client, expected: int, timeout: float = 20) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        if not store.capabilities.scheduled_views:
+            client.loop.run_until_complete(client.app.seal())
+        rows = store.query_arrow(
+            f"SELECT * FROM {store.database}.requests ORDER BY request_id"
+        ).to_pylist()
+        if len(rows) >= expected or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.5)
+
+
+def test_three_writes_and_a_retry_make_one_request(sealing_store, client_for):
+    client = client_for(sealing_store, seal_after_seconds=1, seal_every_seconds=1)
+    first = body(
+        ("llm_request_ttft_seconds", LABELS, 0.2), ("llm_request_queue_seconds", LABELS, 0.01)
+    )
+    second = body(
+        ("llm_request_e2e_seconds", LABELS, 4.2), ("llm_request_prompt_tokens", LABELS, 800)
+    )
+    third = body(
+        ("llm_request_output_tokens", LABELS, 201), ("llm_request_cached_tokens", LABELS, 600)
+    )
+    for payload in (first, second, third, second):  # the last one is a retry
+        assert (
+            client.post("/api/v1/write", payload, content_type="application/x-protobuf").status
+            == 204
+        )
+
+    rows = sealed_rows(sealing_store, client, expected=1)
+    time.sleep(2.5)  # more refreshes must not seal it again
+    rows = sealed_rows(sealing_store, client, expected=2, timeout=0)
+    assert len(rows) == 1
+    (row,) = rows
+    assert (row["request_id"], row["tenant"], row["model"], row["status"]) == (
+        "req-42",
+        "acme",
+        "llama-3-70b",
+        "ok",
+    )
+    assert (row["ttft_ms"], row["queue_ms"], row["e2e_ms"]) == (200.0, 10.0, 4200.0)
+    assert (row["prompt_tokens"], row["output_tokens"], row["cached_prompt_tokens"]) == (
+        800,
+        201,
+        600,
+    )
+    assert row["tpot_ms"] == pytest.approx((4200 - 200) / 200)  # derived as DESIGN.md says
+    if sealing_store.capabilities.materialized_views:
+        total = (
+            sealing_store.query_arrow(
+                f"SELECT sum(requests) AS n FROM {sealing_store.database}.requests_1m"
+            )
+            .column("n")[0]
+            .as_py()
+        )
+        assert total == 1
+
+
+def test_an_error_part_makes_the_request_an_error(sealing_store, client_for):
+    client = client_for(sealing_store, seal_after_seconds=1, seal_every_seconds=1)
+    payload = body(
+        ("llm_request_queue_seconds", LABELS, 0.5),
+        ("llm_request_error", {**LABELS, "error_class": "timeout"}, 1),
+    )
+    assert (
+        client.post("/api/v1/write", payload, content_type="application/x-protobuf").status == 204
+    )
+    (row,) = sealed_rows(sealing_store, client, expected=1)
+    assert (row["status"], row["error_class"], row["queue_ms"], row["ttft_ms"]) == (
+        "error",
+        "timeout",
+        500.0,
+        None,
+    )
