@@ -129,8 +129,8 @@ class Receiver:
             await asyncio.sleep(self.config.seal_every_seconds)
             try:
                 await self.seal()
-            except StoreError as exc:
-                log.error("sealing request parts failed: %s", exc)
+            except Exception:  # the next round retries; sealing is idempotent
+                log.exception("sealing request parts failed")
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
