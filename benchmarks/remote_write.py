@@ -1,0 +1,457 @@
+"""Replay pre-built remote-write 1.0 bodies against llmwh, Prometheus and VictoriaMetrics.
+
+    python benchmarks/remote_write.py [--seconds 20] [--connections 4]
+        [--workload low|high|both] [--receivers llmwh,prometheus,victoria-metrics]
+        [--max-samples 4000000] [--json]
+
+Bodies are snappy-compressed ``prometheus.WriteRequest``s of 500 samples, built before
+any timing starts, for two workloads:
+
+* ``low``: 2,000 long-lived scrape-like series (node and HTTP metrics with job,
+  instance and pod labels). Each connection owns a quarter of the series, as a
+  Prometheus shard would, and each of its bodies is the next scrape (timestamps +1s),
+  so no receiver sees a sample out of order.
+* ``high``: every sample a new series: per-request LLM metrics
+  (``llm_request_ttft_seconds`` ...) with a unique ``request_id`` and tenant, model,
+  region, zone, service and ab_group labels.
+
+Each receiver starts fresh in a temporary directory, on 127.0.0.1 only: ``llmwh serve``
+on the embedded ClickHouse, ``prometheus --web.enable-remote-write-receiver`` and
+``victoria-metrics``. Connections are threads with keep-alive ``http.client``
+connections sending at full speed until ``--seconds`` pass or the bodies run out (no
+body is sent twice). Only 2xx responses count as accepted samples. For llmwh the
+script then checks that ``llmwh.samples`` holds exactly the acknowledged samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cramjam
+
+from warehouse.ingest.proto import V1
+from warehouse.store import open_store
+from warehouse.store.embedded import server_status, stop_server
+
+SAMPLES_PER_BODY = 500
+LOW_SERIES = 2_000
+RECEIVERS = ("llmwh", "prometheus", "victoria-metrics")
+HEADERS = {
+    "Content-Type": "application/x-protobuf",
+    "Content-Encoding": "snappy",
+    "X-Prometheus-Remote-Write-Version": "0.1.0",
+}
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 60.0
+
+
+def main() -> None:
+    args = _parse_args()
+    receivers = [r.strip() for r in args.receivers.split(",") if r.strip()]
+    unknown = set(receivers) - set(RECEIVERS)
+    if unknown:
+        sys.exit(f"unknown receivers: {', '.join(sorted(unknown))} (known: {', '.join(RECEIVERS)})")
+    workloads = ["low", "high"] if args.workload == "both" else [args.workload]
+    bodies_per_lane = max(1, args.max_samples // SAMPLES_PER_BODY // args.connections)
+
+    results = []
+    for workload in workloads:
+        lanes = _build_lanes(workload, args.connections, bodies_per_lane)
+        for receiver in receivers:
+            result = _run_one(receiver, workload, lanes, args.seconds)
+            results.append(result)
+            _log(
+                f"  {workload} x {receiver}: {result['samples_per_s']:,} samples/s, "
+                f"non-2xx {result['non_2xx']}"
+            )
+
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        _print_table(results, args)
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="send for this long at most")
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--workload", choices=["low", "high", "both"], default="both")
+    parser.add_argument(
+        "--receivers", default=",".join(RECEIVERS), help="comma-separated: " + ", ".join(RECEIVERS)
+    )
+    parser.add_argument(
+        "--max-samples",
+        type=int,
+        default=4_000_000,
+        help="samples pre-built per workload; a run also stops when they are all sent",
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args()
+    random.seed(args.seed)
+    return args
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- bodies ------------------------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _labels(pairs: dict[str, str]) -> bytes:
+    """The serialized ``labels`` fields of a ``TimeSeries``, in the order given."""
+    labels = [V1.Label(name=k, value=v) for k, v in pairs.items()]
+    return V1.TimeSeries(labels=labels).SerializeToString()
+
+
+def _sample(value: float, ts: int) -> bytes:
+    """The serialized ``samples`` field of a ``TimeSeries`` holding one sample."""
+    return V1.TimeSeries(samples=[V1.Sample(value=value, timestamp=ts)]).SerializeToString()
+
+
+def _body(series: list[bytes]) -> bytes:
+    """A snappy ``WriteRequest`` of serialized ``TimeSeries`` (field 1, length-delimited).
+
+    Serialized messages concatenate into one message, so a series is its label bytes
+    followed by its sample bytes; building bodies this way is ten times faster than
+    building one message object per label and sample.
+    """
+    raw = b"".join(b"\x0a" + _varint(len(ts)) + ts for ts in series)
+    return bytes(cramjam.snappy.compress_raw(raw))
+
+
+def _low_series() -> list[bytes]:
+    """2,000 scrape-like series: 10 metrics x 4 jobs x 50 pods, labels sorted by name."""
+    names = [
+        "node_cpu_seconds_total",
+        "node_memory_MemAvailable_bytes",
+        "node_network_receive_bytes_total",
+        "node_network_transmit_bytes_total",
+        "node_filesystem_avail_bytes",
+        "http_requests_total",
+        "http_request_duration_seconds_sum",
+        "http_request_duration_seconds_count",
+        "process_resident_memory_bytes",
+        "up",
+    ]
+    series = []
+    for job in ("node-exporter", "api-gateway", "inference-router", "tokenizer"):
+        for pod in range(50):
+            for name in names:
+                labels = {
+                    "__name__": name,
+                    "instance": f"10.0.{pod // 10}.{pod}:9100",
+                    "job": job,
+                    "namespace": "serving",
+                    "pod": f"{job}-{pod:03d}-7f9c",
+                }
+                series.append(_labels(labels))
+    return series
+
+
+def _low_lanes(connections: int, bodies_per_lane: int) -> list[list[bytes]]:
+    """Each lane owns a slice of the series; its k-th body is scrape k of that slice."""
+    series = _low_series()
+    shards = [series[i::connections] for i in range(connections)]
+    step_ms = 1000
+    start = int(time.time() * 1000) - bodies_per_lane * step_ms
+    lanes = []
+    for shard in shards:
+        lane: list[bytes] = []
+        scrapes = -(-bodies_per_lane * SAMPLES_PER_BODY // len(shard))
+        for k in range(scrapes):
+            ts = start + k * step_ms
+            for offset in range(0, len(shard), SAMPLES_PER_BODY):
+                chunk = shard[offset : offset + SAMPLES_PER_BODY]
+                lane.append(
+                    _body([labels + _sample(random.random() * 1e6, ts) for labels in chunk])
+                )
+        lanes.append(lane[:bodies_per_lane])
+    return lanes
+
+
+_LLM_METRICS = (
+    ("llm_request_ttft_seconds", lambda: random.uniform(0.05, 2.0)),
+    ("llm_request_tpot_seconds", lambda: random.uniform(0.01, 0.08)),
+    ("llm_request_e2e_seconds", lambda: random.uniform(0.5, 30.0)),
+    ("llm_request_queue_seconds", lambda: random.uniform(0.0, 0.5)),
+    ("llm_request_prompt_tokens", lambda: float(random.randint(10, 8000))),
+)
+
+
+def _dimensions(n: int) -> list[tuple[bytes, bytes]]:
+    """n label sets as (labels sorting before request_id, labels sorting after it)."""
+    combos = []
+    for _ in range(n):
+        before = {
+            "ab_group": random.choice(("control", "treatment")),
+            "model": random.choice(("llama-3-70b", "llama-3-8b", "mixtral-8x7b", "qwen-72b")),
+            "region": random.choice(("us-east-1", "eu-west-1", "ap-south-1")),
+        }
+        after = {
+            "service": random.choice(("chat", "completion", "embedding", "agent")),
+            "tenant": f"tenant-{random.randrange(200)}",
+            "zone": random.choice("abc"),
+        }
+        combos.append((_labels(before), _labels(after)))
+    return combos
+
+
+def _high_lanes(connections: int, bodies_per_lane: int) -> list[list[bytes]]:
+    """Per-request LLM metrics: a unique request_id, so every sample is a new series."""
+    names = [(_labels({"__name__": name}), value) for name, value in _LLM_METRICS]
+    dimensions = _dimensions(1024)
+    requests_per_body = SAMPLES_PER_BODY // len(names)
+    now = int(time.time() * 1000)
+    lanes: list[list[bytes]] = [[] for _ in range(connections)]
+    n = 0
+    for b in range(bodies_per_lane * connections):
+        series = []
+        for _ in range(requests_per_body):
+            n += 1
+            before, after = random.choice(dimensions)
+            request = _labels({"request_id": f"req-{n:012x}-{random.getrandbits(32):08x}"})
+            ts = now - random.randrange(60_000)
+            for name, value in names:
+                series.append(name + before + request + after + _sample(value(), ts))
+        lanes[b % connections].append(_body(series))
+    return lanes
+
+
+def _build_lanes(workload: str, connections: int, bodies_per_lane: int) -> list[list[bytes]]:
+    started = time.perf_counter()
+    build = _low_lanes if workload == "low" else _high_lanes
+    lanes = build(connections, bodies_per_lane)
+    bodies = sum(len(lane) for lane in lanes)
+    size = sum(len(b) for lane in lanes for b in lane)
+    _log(
+        f"{workload}: built {bodies:,} bodies ({bodies * SAMPLES_PER_BODY:,} samples, "
+        f"{size / bodies / 1024:.1f} KiB each) in {time.perf_counter() - started:.1f}s"
+    )
+    return lanes
+
+
+# -- receivers ---------------------------------------------------------------------------
+
+
+@dataclass
+class Receiver:
+    """A receiver process started by this script, on its own port and data directory."""
+
+    name: str
+    root: Path
+    port: int = field(default_factory=lambda: _free_port())
+    process: subprocess.Popen | None = None
+
+    @property
+    def write_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v1/write"
+
+    def command(self) -> tuple[list[str], str]:
+        """(argv, readiness path)."""
+        data = self.root / "data"
+        if self.name == "llmwh":
+            argv = [sys.executable, "-m", "warehouse", "serve", "--data", str(data)]
+            argv += ["--http-port", "0", "--tcp-port", "0", "--listen", f"127.0.0.1:{self.port}"]
+            return argv, "/readyz"
+        if self.name == "prometheus":
+            config = self.root / "prometheus.yml"
+            config.write_text("global:\n  scrape_interval: 1m\n")
+            argv = [shutil.which("prometheus") or "/usr/bin/prometheus"]
+            argv += [f"--config.file={config}", f"--storage.tsdb.path={data}"]
+            argv += [f"--web.listen-address=127.0.0.1:{self.port}"]
+            argv += ["--web.enable-remote-write-receiver"]
+            return argv, "/-/ready"
+        argv = [shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics"]
+        argv += [f"-storageDataPath={data}", f"-httpListenAddr=127.0.0.1:{self.port}"]
+        return argv, "/health"
+
+    def start(self) -> None:
+        argv, ready = self.command()
+        log = open(self.root / "receiver.log", "wb")  # noqa: SIM115 - lives as long as the process
+        self.process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        _log(f"  started {self.name} (pid {self.process.pid}) on 127.0.0.1:{self.port}")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited; see {self.root / 'receiver.log'}")
+            if _http_ok(f"http://127.0.0.1:{self.port}{ready}"):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.name} not ready after {START_TIMEOUT_S:.0f}s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        if self.name == "llmwh" and server_status(self.root / "data") is not None:
+            stop_server(self.root / "data")  # the embedded ClickHouse, should serve have left it
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return 200 <= response.status < 300
+    except OSError:
+        return False
+
+
+def _stored_samples(root: Path) -> int:
+    info = server_status(root / "data")
+    if info is None:
+        raise RuntimeError("the embedded ClickHouse is not running")
+    store = open_store(info.store_url())
+    try:
+        table = store.query_arrow(f"SELECT count() AS n FROM {store.database}.samples FINAL")
+        return int(table.column("n")[0].as_py())
+    finally:
+        store.close()
+
+
+# -- replay ------------------------------------------------------------------------------
+
+
+_TALLY_LOCK = threading.Lock()
+
+
+def _send_lane(port: int, lane: list[bytes], deadline: float, tally: Counter) -> None:
+    """Send the lane's bodies in order on one keep-alive connection until the deadline."""
+    statuses: Counter = Counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        for body in lane:
+            if time.monotonic() >= deadline:
+                break
+            try:
+                connection.request("POST", "/api/v1/write", body=body, headers=HEADERS)
+                response = connection.getresponse()
+                response.read()
+                statuses[response.status] += 1
+            except (OSError, http.client.HTTPException) as exc:
+                statuses[f"error: {type(exc).__name__}"] += 1
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    finally:
+        connection.close()
+    with _TALLY_LOCK:
+        tally.update(statuses)
+
+
+def _replay(port: int, lanes: list[list[bytes]], seconds: float) -> tuple[Counter, float]:
+    tally: Counter = Counter()
+    started = time.monotonic()
+    deadline = started + seconds
+    threads = [
+        threading.Thread(target=_send_lane, args=(port, lane, deadline, tally), daemon=True)
+        for lane in lanes
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + 120)
+    return tally, time.monotonic() - started
+
+
+def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"llmwh-rw-{name}-") as tmp:
+        receiver = Receiver(name, Path(tmp))
+        try:
+            receiver.start()
+            tally, elapsed = _replay(receiver.port, lanes, seconds)
+            ok = sum(n for status, n in tally.items() if isinstance(status, int) and status < 300)
+            result = {
+                "workload": workload,
+                "receiver": name,
+                "connections": len(lanes),
+                "seconds": round(elapsed, 2),
+                "accepted_samples": ok * SAMPLES_PER_BODY,
+                "samples_per_s": round(ok * SAMPLES_PER_BODY / elapsed),
+                "non_2xx": {str(s): n for s, n in tally.items() if not _is_2xx(s)},
+            }
+            if name == "llmwh":
+                result["stored_samples"] = _stored_samples(receiver.root)
+            return result
+        finally:
+            receiver.stop()
+
+
+def _is_2xx(status: int | str) -> bool:
+    return isinstance(status, int) and 200 <= status < 300
+
+
+# -- report ------------------------------------------------------------------------------
+
+
+def _print_table(results: list[dict], args: argparse.Namespace) -> None:
+    print(
+        f"\nremote write 1.0, {SAMPLES_PER_BODY} samples/body, {args.connections} connections, "
+        f"up to {args.seconds:g}s or {args.max_samples:,} samples, {os.cpu_count()} cores"
+    )
+    header = (
+        f"{'workload':<9} {'receiver':<17} {'samples/s':>10} {'accepted':>11} "
+        f"{'seconds':>8} {'non-2xx':>8}  {'llmwh stored'}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        stored = r.get("stored_samples")
+        check = (
+            ""
+            if stored is None
+            else f"{stored:,} ({'=' if stored == r['accepted_samples'] else '!='})"
+        )
+        print(
+            f"{r['workload']:<9} {r['receiver']:<17} {r['samples_per_s']:>10,} "
+            f"{r['accepted_samples']:>11,} {r['seconds']:>8.2f} "
+            f"{sum(r['non_2xx'].values()):>8}  {check}"
+        )
+    for workload in dict.fromkeys(r["workload"] for r in results):
+        rates = {r["receiver"]: r["samples_per_s"] for r in results if r["workload"] == workload}
+        for peer in ("prometheus", "victoria-metrics"):
+            if "llmwh" in rates and rates.get(peer):
+                print(f"{workload}: llmwh / {peer} = {rates['llmwh'] / rates[peer]:.2f}x")
+    for r in results:
+        if r["non_2xx"]:
+            print(f"{r['workload']} x {r['receiver']} non-2xx: {r['non_2xx']}")
+
+
+if __name__ == "__main__":
+    main()
