@@ -24,9 +24,12 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import cramjam
 import pyarrow as pa
+import pyarrow.compute as pc
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -225,11 +228,9 @@ class Receiver:
         tenant = (
             header(scope, self.config.tenant_header.lower()) if self.config.tenant_header else None
         )
-        tables = _store_tables(decoded)
-        tables["request_parts"] = request_parts(
-            decoded.series, decoded.samples, self.mapping, tenant
-        )
-        await self.committer.submit(tables)
+        parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant)
+        decoded, too_old = self._within_retention(decoded)
+        await self.committer.submit({**_store_tables(decoded), "request_parts": parts})
         self._count_written(decoded)
         headers = []
         if proto == V2_PROTO:
@@ -238,8 +239,52 @@ class Receiver:
                 ("x-prometheus-remote-write-histograms-written", str(decoded.histograms_written)),
                 ("x-prometheus-remote-write-exemplars-written", str(decoded.exemplars_written)),
             ]
+        if too_old:
+            # A partial write: the rest is committed; 400 tells the sender not to retry
+            # what can never be stored (as Prometheus does for out-of-bounds samples).
+            await respond(
+                send,
+                400,
+                f"{too_old} samples, histograms or exemplars are older than the samples "
+                f"retention ({self.config.samples_ttl_days} days) and were not written; "
+                "the rest was\n",
+                headers,
+            )
+            return 400
         await respond(send, 204, headers=headers)
         return 204
+
+    def _within_retention(
+        self, decoded: remote_write.DecodedWrite
+    ) -> tuple[remote_write.DecodedWrite, int]:
+        """The write less what the store's TTL would drop at once, and how much that was.
+
+        Acknowledging such samples would be a lie: ClickHouse drops them on insert.
+        """
+        if not self.store.capabilities.ttl:
+            return decoded, 0
+        cutoff = pa.scalar(
+            datetime.now(UTC) - timedelta(days=self.config.samples_ttl_days),
+            pa.timestamp("ms", tz="UTC"),
+        )
+        kept = {
+            name: table.filter(pc.greater_equal(table.column("timestamp"), cutoff))
+            for name, table in (
+                ("samples", decoded.samples),
+                ("histograms", decoded.histograms),
+                ("exemplars", decoded.exemplars),
+            )
+        }
+        dropped = sum(getattr(decoded, n).num_rows - t.num_rows for n, t in kept.items())
+        if not dropped:
+            return decoded, 0
+        return replace(
+            decoded,
+            **kept,
+            samples_written=kept["samples"].num_rows,
+            histograms_written=kept["histograms"].num_rows,
+            exemplars_written=kept["exemplars"].num_rows,
+        ), dropped
 
     async def _events(self, scope: Scope, receive: Receive, send: Send) -> int:
         kind, _ = media_type(header(scope, "content-type"))

@@ -367,3 +367,19 @@ def test_a_retried_event_body_changes_no_figure_rollups_included(migrated, clien
     other = encode_ndjson(synthetic_requests(10, seed=9))
     assert client.post("/api/v1/requests", other, content_type="application/x-ndjson").status == 200
     assert count(migrated, f"SELECT count() FROM {db}.requests") == 310
+
+
+def test_samples_older_than_retention_are_refused_and_the_rest_written(client, migrated):
+    request = v2_request()
+    old = request.timeseries[0].samples.add(value=9.0, timestamp=NOW_MS - 40 * 86_400_000)
+    assert old.value == 9.0
+    body = snappy(request.SerializeToString())
+    response = client.post("/api/v1/write", body, content_type=V2_TYPE)
+    if not migrated.capabilities.ttl:  # DuckDB keeps everything: nothing is too old
+        assert response.status == 204
+        assert samples_in(migrated) == 3
+        return
+    assert response.status == 400
+    assert "older than the samples retention (30 days)" in response.text
+    assert response.headers["x-prometheus-remote-write-samples-written"] == "2"
+    assert samples_in(migrated) == 2
