@@ -1,0 +1,42 @@
+"""Arrow in: an IPC stream or a table, through the same column checks as NDJSON."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from warehouse.errors import IngestError
+from warehouse.ingest.events.fields import _FIELDS, REQUIRED, _unknown_field
+from warehouse.ingest.events.pipeline import _finish
+
+
+def decode_arrow_stream(data: bytes) -> pa.Table:
+    """An Arrow IPC stream of records -> a checked REQUESTS_SCHEMA table.
+
+    Columns are named as the fields; any subset, any castable type (integers or floats
+    for numbers, strings or dictionary-encoded strings, ``ts`` as integers, RFC 3339 text
+    or a zoned timestamp, ``attrs`` as a map of strings). Errors name the row (0-based)
+    and the field, or the column when its type cannot be read.
+    """
+    if not data:
+        raise IngestError("empty body: no records")
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    except (pa.ArrowException, OSError) as exc:
+        raise IngestError(f"not an Arrow IPC stream: {exc}") from None
+    return decode_arrow_table(table)
+
+
+def decode_arrow_table(table: pa.Table) -> pa.Table:
+    """An Arrow table of records (as :func:`decode_arrow_stream` takes) -> checked table."""
+    names = table.column_names
+    for name in names:
+        if name not in _FIELDS:
+            raise IngestError(f"column {name}: {_unknown_field(name)}")
+        if names.count(name) > 1:
+            raise IngestError(f"column {name}: appears twice")
+    for name in REQUIRED:
+        if name not in names:
+            raise IngestError(f"column {name}: is required, missing")
+    if table.num_rows == 0:
+        raise IngestError("empty body: no records")
+    return _finish(table, lambda row: f"row {row} (0-based)")
