@@ -7,8 +7,9 @@
 --
 -- Float samples get no start_timestamp column: 1.0 never sends one, 2.0 only for
 -- cumulative series, and it changes only at a counter reset; a column on every
--- float sample would grow each insert by a quarter for that. Histograms, fewer and
--- much wider, keep theirs.
+-- float sample would grow each insert by a quarter for that; they are kept once per
+-- distinct value in `sample_starts` (0005). Histograms, fewer and much wider, keep
+-- theirs.
 
 -- One row per native histogram sample. (id, timestamp) identifies it, as for float
 -- samples. Integer histograms arrive as bucket deltas; they are stored resolved to

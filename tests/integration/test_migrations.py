@@ -19,6 +19,7 @@ TABLES = {
     "requests_1m",
     "requests_1h",
     "request_parts",
+    "sample_starts",
     "schema_migrations",
 }
 

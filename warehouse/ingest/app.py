@@ -370,6 +370,7 @@ def _store_tables(decoded: remote_write.DecodedWrite) -> dict[str, pa.Table]:
         "samples": decoded.samples,
         "histogram_samples": decoded.histograms,
         "exemplars": decoded.exemplars,
+        "sample_starts": decoded.starts,
     }
 
 

@@ -28,6 +28,7 @@ INSERT_ORDER = (
     "series",
     "metric_metadata",
     "samples",
+    "sample_starts",
     "histogram_samples",
     "exemplars",
     "request_parts",

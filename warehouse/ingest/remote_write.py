@@ -54,6 +54,7 @@ import hashlib
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -100,6 +101,13 @@ SAMPLES_SCHEMA = pa.schema(
         pa.field("value", pa.float64(), nullable=False),
     ]
 )
+
+STARTS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.uuid(), nullable=False),
+        pa.field("start_timestamp", _TS, nullable=False),
+    ]
+)
 HISTOGRAMS_SCHEMA = pa.schema(
     [
         pa.field("id", pa.uuid(), nullable=False),
@@ -144,6 +152,7 @@ TABLES = {
     "histograms": HISTOGRAMS_SCHEMA,
     "exemplars": EXEMPLARS_SCHEMA,
     "metadata": METADATA_SCHEMA,
+    "starts": STARTS_SCHEMA,
 }
 """:class:`DecodedWrite` attribute -> schema. The store table names are ``series``,
 ``samples``, ``histogram_samples``, ``exemplars`` and ``metric_metadata``."""
@@ -198,13 +207,23 @@ class DecodedWrite:
     samples_written: int
     histograms_written: int
     exemplars_written: int
+    starts: pa.Table = dataclass_field(default_factory=STARTS_SCHEMA.empty_table)
+    """``sample_starts``: each distinct (series, start timestamp) of the float samples
+    (2.0 only; a start timestamp changes only when a counter resets)."""
 
     @property
     def nbytes(self) -> int:
         """Bytes of Arrow memory the tables hold."""
         return sum(
             t.nbytes
-            for t in (self.series, self.samples, self.histograms, self.exemplars, self.metadata)
+            for t in (
+                self.series,
+                self.samples,
+                self.histograms,
+                self.exemplars,
+                self.metadata,
+                self.starts,
+            )
         )
 
 
@@ -249,6 +268,9 @@ class _Parsed:
     metadata: pa.Table
     """``owner`` (series index, or -1), ``metric_family_name`` (when no owner: 1.0),
     ``type``, ``unit``, ``help``; the last row of a family wins."""
+    start_owner: np.ndarray = dataclass_field(default_factory=lambda: np.zeros(0, np.int64))
+    start_ms: np.ndarray = dataclass_field(default_factory=lambda: np.zeros(0, np.int64))
+    """Float samples' start timestamps (2.0), with the series index of each."""
 
 
 def _corrupt(message: str, exc: Exception) -> IngestError:
@@ -500,8 +522,8 @@ def _histogram(h: Any, where: str, start: int | None) -> dict[str, Any]:
 def decode_v2(data: bytes) -> DecodedWrite:
     """Decode an ``io.prometheus.write.v2.Request`` (Remote-Write 2.0), already decompressed.
 
-    Float samples' ``start_timestamp`` is not kept (see ``0003_histograms_exemplars.sql``);
-    histograms keep theirs.
+    Float samples' ``start_timestamp`` goes to ``starts`` (one row per distinct value of a
+    series, see ``0005_sample_starts.sql``); histograms keep theirs on each row.
     """
     message = "io.prometheus.write.v2.Request"
     columns = _parse(proto.V2_COLUMNS.Request, data, message)
@@ -542,9 +564,13 @@ def decode_v2(data: bytes) -> DecodedWrite:
 
     samples = top.only(2)
     inner = scan(Records(buf, samples.start, samples.length))
-    doubles, stamps = inner.only(1), inner.only(2)
+    doubles, stamps, starts = inner.only(1), inner.only(2), inner.only(3)
     sample_values = packed_doubles(doubles, buf)
     timestamps, per_field = packed_varints(stamps, buf)
+    # Start timestamps are kept per series, not per sample: absent (0) ones are left off
+    # the wire, so only their values and owners matter, not their positions.
+    start_ms, per_start = packed_varints(starts, buf)
+    start_owner = np.repeat(samples.owner[starts.owner], per_start)
     n_values = _per_owner(samples.owner[doubles.owner], doubles.length // 8, n)
     n_stamps = _per_owner(samples.owner[stamps.owner], per_field, n)
     if rich or n_stamps.sum() != all_samples:  # see decode_v1
@@ -606,6 +632,8 @@ def decode_v2(data: bytes) -> DecodedWrite:
             histograms,
             exemplars,
             metadata,
+            start_owner,
+            start_ms.view(np.int64),
         )
     )
 
@@ -701,6 +729,7 @@ def _assemble(p: _Parsed) -> DecodedWrite:
         },
         schema=SAMPLES_SCHEMA,
     )
+    starts = _starts_table(ids, p.start_owner, p.start_ms)
     histograms = _histogram_table(ids, p.histograms)
     exemplars = _exemplar_table(ids, p.exemplars)
     series = _series_table(n, ids, metric, label_maps, p)
@@ -714,6 +743,21 @@ def _assemble(p: _Parsed) -> DecodedWrite:
         samples_written=samples.num_rows,
         histograms_written=histograms.num_rows,
         exemplars_written=exemplars.num_rows,
+        starts=starts,
+    )
+
+
+def _starts_table(ids: np.ndarray, owner: np.ndarray, start_ms: np.ndarray) -> pa.Table:
+    """Each distinct (series, start timestamp) pair."""
+    if not len(owner):
+        return STARTS_SCHEMA.empty_table()
+    pairs = np.unique(np.stack([owner.astype(np.int64), start_ms.astype(np.int64)], axis=1), axis=0)
+    return pa.table(
+        {
+            "id": _uuid(ids, pairs[:, 0]),
+            "start_timestamp": pa.array(pairs[:, 1], pa.int64()).cast(_TS),
+        },
+        schema=STARTS_SCHEMA,
     )
 
 

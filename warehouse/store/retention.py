@@ -21,6 +21,7 @@ TTL_SETTINGS = {
     "samples": "samples_ttl_days",
     "histogram_samples": "samples_ttl_days",
     "exemplars": "samples_ttl_days",
+    "sample_starts": "samples_ttl_days",
     "requests_1m": "rollup_1m_ttl_days",
     "requests_1h": "rollup_1h_ttl_days",
 }

@@ -383,3 +383,15 @@ def test_samples_older_than_retention_are_refused_and_the_rest_written(client, m
     assert "older than the samples retention (30 days)" in response.text
     assert response.headers["x-prometheus-remote-write-samples-written"] == "2"
     assert samples_in(migrated) == 2
+
+
+def test_v2_start_timestamps_of_float_samples_are_stored(client, migrated):
+    request = v2_request()
+    for sample in request.timeseries[0].samples:
+        sample.start_timestamp = NOW_MS - 3_600_000
+    response = client.post(
+        "/api/v1/write", snappy(request.SerializeToString()), content_type=V2_TYPE
+    )
+    assert response.status == 204
+    db = migrated.database
+    assert count(migrated, f"SELECT count(*) FROM {db}.sample_starts") == 1

@@ -571,3 +571,32 @@ def _timed(function, argument) -> float:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_v2_float_start_timestamps_are_kept_once_per_distinct_value():
+    symbols = Symbols()
+    request = V2.Request()
+    counter = request.timeseries.add()
+    counter.labels_refs.extend(symbols.refs([("__name__", "tokens_total"), ("pod", "a")]))
+    for k in range(3):  # the same start on three samples, then a counter reset
+        counter.samples.add(value=10.0 + k, timestamp=T0 + k, start_timestamp=T0 - 60_000)
+    counter.samples.add(value=1.0, timestamp=T0 + 3, start_timestamp=T0 + 2)
+    gauge = request.timeseries.add()
+    gauge.labels_refs.extend(symbols.refs([("__name__", "temperature"), ("pod", "a")]))
+    gauge.samples.add(value=21.5, timestamp=T0)  # no start timestamp: none kept
+    request.symbols.extend(symbols.table)
+
+    decoded = decode_v2(request.SerializeToString())
+
+    counter_id = decoded.series.column("id")[0].as_py()
+    starts = [(r["id"], r["start_timestamp"].timestamp() * 1000) for r in as_dicts(decoded.starts)]
+    assert starts == [(counter_id, T0 - 60_000), (counter_id, T0 + 2)]
+    assert decoded.samples_written == 5
+
+
+def test_v1_has_no_start_timestamps():
+    request = V1.WriteRequest()
+    series = request.timeseries.add()
+    series.labels.add(name="__name__", value="up")
+    series.samples.add(value=1.0, timestamp=T0)
+    assert decode_v1(request.SerializeToString()).starts.num_rows == 0
