@@ -34,6 +34,9 @@ class Capabilities:
     """An insert repeated with the same ``dedup_token`` is dropped, rollups included."""
     scheduled_views: bool
     """Views refresh on a schedule inside the database (otherwise the receiver runs them)."""
+    collapsing_engines: bool
+    """Repeated series, samples and metadata rows collapse in the tables themselves
+    (ReplacingMergeTree and kin), so writing them twice changes no figure."""
 
 
 @runtime_checkable

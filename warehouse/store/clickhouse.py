@@ -29,6 +29,7 @@ SERVER = Capabilities(
     ttl=True,
     insert_deduplication=True,
     scheduled_views=True,
+    collapsing_engines=True,
 )
 IN_PROCESS = Capabilities(
     dialect="clickhouse",
@@ -39,6 +40,7 @@ IN_PROCESS = Capabilities(
     ttl=True,
     insert_deduplication=True,
     scheduled_views=True,
+    collapsing_engines=True,
 )
 
 _CODE = re.compile(

@@ -17,6 +17,9 @@ from warehouse.store.url import StoreURL
 
 __all__ = ["DuckDBStore", "open_duckdb"]
 
+_TOKENS = "insert_tokens"
+"""Bookkeeping table of the deduplication tokens already inserted (created on first use)."""
+
 CAPABILITIES = Capabilities(
     dialect="duckdb",
     materialized_views=False,
@@ -24,8 +27,9 @@ CAPABILITIES = Capabilities(
     concurrent_writers=False,
     query_settings=False,
     ttl=False,
-    insert_deduplication=False,
+    insert_deduplication=True,
     scheduled_views=False,
+    collapsing_engines=False,
 )
 
 
@@ -61,16 +65,37 @@ class DuckDBStore:
         settings: Settings | None = None,
         dedup_token: str | None = None,
     ) -> None:
-        # DuckDB has no insert deduplication (capabilities.insert_deduplication is False):
-        # the token is accepted and has no effect.
+        target = f'"{self.database}"."{table}"'
         with self._lock, _translated_errors():
             self._connection.register("_llmwh_insert", data)
             try:
-                self._execute(
-                    f'INSERT INTO "{self.database}"."{table}" BY NAME SELECT * FROM _llmwh_insert'
-                )
+                if dedup_token is None:
+                    self._execute(f"INSERT INTO {target} BY NAME SELECT * FROM _llmwh_insert")
+                else:
+                    self._insert_once(target, f"{table}:{dedup_token}")
             finally:
                 self._connection.unregister("_llmwh_insert")
+
+    def _insert_once(self, target: str, token: str) -> None:
+        """Insert unless ``token`` was inserted before: the token and the rows commit in
+        one transaction, and the token's primary key refuses a second one."""
+        tokens = f'"{self.database}"."{_TOKENS}"'
+        self._execute(
+            f"CREATE TABLE IF NOT EXISTS {tokens} "
+            "(token VARCHAR PRIMARY KEY, inserted_at TIMESTAMPTZ NOT NULL)"
+        )
+        self._execute("BEGIN TRANSACTION")
+        try:
+            self._execute(f"INSERT INTO {tokens} VALUES (?, now())", [token])
+        except duckdb.ConstraintException:
+            self._execute("ROLLBACK")
+            return  # inserted before: this is a retry
+        try:
+            self._execute(f"INSERT INTO {target} BY NAME SELECT * FROM _llmwh_insert")
+        except BaseException:
+            self._execute("ROLLBACK")
+            raise
+        self._execute("COMMIT")
 
     def close(self) -> None:
         self._connection.close()
