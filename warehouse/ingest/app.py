@@ -234,7 +234,7 @@ class Receiver:
         # retried write a no-op instead; ClickHouse's writes stay merged across bodies.
         token = None
         if not self.store.capabilities.collapsing_engines:
-            token = hashlib.sha256(f"{tenant or ''}\0".encode() + body).hexdigest()
+            token = _body_token(tenant, body)
         await self.committer.submit(
             {**_store_tables(decoded), "request_parts": parts}, dedup_token=token
         )
@@ -322,7 +322,7 @@ class Receiver:
         tenant = (
             header(scope, self.config.tenant_header.lower()) if self.config.tenant_header else ""
         )
-        token = hashlib.sha256(f"{tenant}\0".encode() + body).hexdigest()
+        token = _body_token(tenant, body)
         await self.committer.submit({"requests": table}, dedup_token=token)
         self.metrics.written.labels("requests").inc(table.num_rows)
         await respond(
@@ -368,6 +368,11 @@ class Receiver:
         self.metrics.written.labels("histograms").inc(decoded.histograms_written)
         self.metrics.written.labels("exemplars").inc(decoded.exemplars_written)
         self.metrics.written.labels("series").inc(decoded.series.num_rows)
+
+
+def _body_token(tenant: str | None, body: bytes) -> str:
+    """The deduplication token of a write: the same body from the same tenant, the same token."""
+    return hashlib.sha256(f"{tenant or ''}\0".encode() + body).hexdigest()
 
 
 def _store_tables(decoded: remote_write.DecodedWrite) -> dict[str, pa.Table]:
