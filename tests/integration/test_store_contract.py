@@ -127,3 +127,24 @@ def test_duckdb_reads_time_in_utc_whatever_the_machine_zone(tmp_path, monkeypatc
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_deduplication_token_makes_a_second_insert_a_no_op(migrated):
+    rows = synthetic_requests(20, seed=3)
+    migrated.insert_arrow("requests", rows, dedup_token="body-1")
+    migrated.insert_arrow("requests", rows, dedup_token="body-1")
+    migrated.insert_arrow("requests", rows.slice(0, 5), dedup_token="body-2")
+    count = migrated.query_arrow(f"SELECT count(*) AS n FROM {migrated.database}.requests")
+    assert count.column("n")[0].as_py() == 25
+
+
+def test_duckdb_forgets_tokens_after_a_day(tmp_path):
+    store = open_store(f"duckdb://{tmp_path / 'tokens.duckdb'}")
+    Migrator(store).up()
+    rows = synthetic_requests(3, seed=4)
+    store.insert_arrow("requests", rows, dedup_token="old")
+    store.command("UPDATE insert_tokens SET inserted_at = now() - INTERVAL 2 DAY")
+    store.insert_arrow("requests", rows, dedup_token="new")
+    tokens = store.query_arrow("SELECT token FROM insert_tokens").column("token").to_pylist()
+    assert tokens == ["requests:new"]
+    store.close()

@@ -19,6 +19,8 @@ __all__ = ["DuckDBStore", "open_duckdb"]
 
 _TOKENS = "insert_tokens"
 """Bookkeeping table of the deduplication tokens already inserted (created on first use)."""
+_TOKEN_DAYS = 1
+"""How long a token is remembered."""
 
 CAPABILITIES = Capabilities(
     dialect="duckdb",
@@ -96,6 +98,11 @@ class DuckDBStore:
             self._execute("ROLLBACK")
             raise
         self._execute("COMMIT")
+        # A retry comes within minutes (senders give up after hours); a day of tokens is
+        # plenty, and keeps the table from growing without bound.
+        self._execute(
+            f"DELETE FROM {tokens} WHERE inserted_at < now() - INTERVAL {_TOKEN_DAYS} DAY"
+        )
 
     def close(self) -> None:
         self._connection.close()
