@@ -225,9 +225,7 @@ class Receiver:
         started = time.perf_counter()
         decoded = await asyncio.to_thread(_decode_remote_write, body, decode)
         self.metrics.decode_seconds.labels("/api/v1/write").observe(time.perf_counter() - started)
-        tenant = (
-            header(scope, self.config.tenant_header.lower()) if self.config.tenant_header else None
-        )
+        tenant = self._tenant(scope)
         parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant)
         decoded, too_old = self._within_retention(decoded)
         # Where the tables do not collapse repeated rows (DuckDB), the body's hash makes a
@@ -319,10 +317,7 @@ class Receiver:
         )
         # The same body retried (after a 5xx or a lost response) carries the same token,
         # and the store drops it: a retry changes no figure.
-        tenant = (
-            header(scope, self.config.tenant_header.lower()) if self.config.tenant_header else ""
-        )
-        token = _body_token(tenant, body)
+        token = _body_token(self._tenant(scope), body)
         await self.committer.submit({"requests": table}, dedup_token=token)
         self.metrics.written.labels("requests").inc(table.num_rows)
         await respond(
@@ -352,11 +347,17 @@ class Receiver:
 
     # -- helpers ------------------------------------------------------------------------
 
+    def _tenant(self, scope: Scope) -> str | None:
+        """The tenant header's value in multi-tenant mode; None otherwise or when absent."""
+        if self.config.tenant_header is None:
+            return None
+        return header(scope, self.config.tenant_header.lower()) or None
+
     def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
         """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""
         if self.config.tenant_header is None:
             return table
-        tenant = header(scope, self.config.tenant_header.lower())
+        tenant = self._tenant(scope)
         if not tenant:
             raise IngestError(f"missing tenant header {self.config.tenant_header}")
         column = pa.repeat(pa.scalar(tenant, pa.string()), table.num_rows)
