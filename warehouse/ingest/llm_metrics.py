@@ -103,7 +103,7 @@ def request_parts(
     names = pa.array(list(mapping.metrics), pa.string())
     mapped = series.filter(pc.is_in(series.column("metric_name"), names))
     if mapped.num_rows:
-        request_ids = _label(mapped, mapping.request_id_label)
+        request_ids = _label(mapped.column("labels").combine_chunks(), mapping.request_id_label)
         mapped = mapped.append_column("request_id", request_ids).filter(
             pc.invert(pc.is_null(request_ids))
         )
@@ -129,12 +129,13 @@ def request_parts(
         hit = pc.equal(target, column)
         return pc.if_else(hit, pc.cast(scaled, kind, safe=False), pa.nulls(n, kind))
 
-    error_class = _label(rows, "error_class")
+    labels = rows.column("labels").combine_chunks()  # once: every lookup below reads it
+    error_class = _label(labels, "error_class")
     failed = pc.and_(pc.equal(target, "error"), pc.greater(value, 0))
     rejected = pc.and_(failed, pc.is_in(pc.fill_null(error_class, ""), pa.array(_REJECTIONS)))
     rank = pc.if_else(rejected, 2, pc.if_else(failed, 1, 0)).cast(pa.uint8())
     tenant_column = (
-        pa.repeat(pa.scalar(tenant), n) if tenant else pc.fill_null(_label(rows, "tenant"), "")
+        pa.repeat(pa.scalar(tenant), n) if tenant else pc.fill_null(_label(labels, "tenant"), "")
     )
     received = pa.repeat(pa.scalar(datetime.now(UTC), _TS), n)
     start_ms = pc.round(where("ts", pa.float64()))
@@ -144,12 +145,12 @@ def request_parts(
         "first_ts": rows.column("timestamp"),
         "start_ts": pc.cast(pc.cast(start_ms, pa.int64()), _TS),
         "received": received,
-        **{name: _label(rows, name) for name in _DIMENSIONS},
+        **{name: _label(labels, name) for name in _DIMENSIONS},
         "status_rank": rank,
         "error_class": pc.if_else(failed, error_class, pa.nulls(n, pa.string())),
         "http_status": where("http_status", pa.uint16()),
         **{name: where(name, kind) for name, kind in _MEASURES.items()},
-        "attrs": _attrs(rows.column("labels").combine_chunks(), mapping.request_id_label),
+        "attrs": _attrs(labels, mapping.request_id_label),
     }
     return pa.table([columns[f.name] for f in PARTS_SCHEMA], schema=PARTS_SCHEMA)
 
@@ -160,9 +161,8 @@ def _storage(column: pa.ChunkedArray) -> pa.Array:
     return array.storage if isinstance(array, pa.ExtensionArray) else array
 
 
-def _label(table: pa.Table, name: str) -> pa.Array:
+def _label(labels: pa.MapArray, name: str) -> pa.Array:
     """The value of label ``name`` per row, NULL where the series has none."""
-    labels = table.column("labels").combine_chunks()
     return pc.map_lookup(labels, pa.scalar(name), "first")
 
 
