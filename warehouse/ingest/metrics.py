@@ -37,7 +37,7 @@ class ReceiverMetrics:
         )
         self.decode_seconds = Histogram(
             "llmwh_receiver_decode_seconds",
-            "Time to decompress, decode and validate a body",
+            "Time to decompress, decode, validate and map a body",
             ["endpoint"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
