@@ -1,0 +1,1 @@
+"""The query layer: registry, SQL builder, SLA maths."""

@@ -1,0 +1,54 @@
+"""SQL dialects of the warehouse: ClickHouse SQL is the source, each backend a target.
+
+Every query of the query layer is written once, in ClickHouse SQL, and rendered for
+the store it runs on. sqlglot reads and writes both dialects; the subclasses here add
+what the warehouse needs and sqlglot lacks (one module per dialect, as sqlglot keeps
+them): :mod:`.clickhouse` parses every aggregate the warehouse writes, :mod:`.duckdb`
+translates ClickHouse functions that DuckDB spells differently.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from warehouse.errors import QueryError
+from warehouse.query.dialects.clickhouse import WarehouseClickHouse
+from warehouse.query.dialects.duckdb import WarehouseDuckDB
+
+__all__ = ["WarehouseClickHouse", "WarehouseDuckDB", "dialect_for", "parse", "render", "transpile"]
+
+_DIALECTS = {"clickhouse": WarehouseClickHouse, "duckdb": WarehouseDuckDB}
+
+
+def dialect_for(name: str) -> type[sqlglot.Dialect]:
+    """The warehouse's dialect class for a store's ``capabilities.dialect``."""
+    try:
+        return _DIALECTS[name]
+    except KeyError:
+        raise QueryError(f"no SQL dialect {name!r}; known: {', '.join(_DIALECTS)}") from None
+
+
+def parse(sql: str) -> exp.Expression:
+    """Parse one ClickHouse SQL expression or statement."""
+    try:
+        return sqlglot.parse_one(sql, read=WarehouseClickHouse)
+    except sqlglot.errors.ParseError as error:
+        raise QueryError(f"cannot parse SQL: {_first_line(str(error))}") from None
+
+
+def render(tree: exp.Expression, dialect: str) -> str:
+    """SQL text of ``tree`` for a store of ``dialect``."""
+    try:
+        return tree.sql(dialect=dialect_for(dialect), unsupported_level=sqlglot.ErrorLevel.RAISE)
+    except sqlglot.errors.UnsupportedError as error:
+        raise QueryError(f"cannot run this on {dialect}: {error}") from None
+
+
+def transpile(sql: str, dialect: str) -> str:
+    """ClickHouse SQL rendered for ``dialect`` (unchanged in meaning for ClickHouse)."""
+    return render(parse(sql), dialect)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text

@@ -1,0 +1,124 @@
+"""DuckDB as a target of ClickHouse SQL: the functions sqlglot leaves untranslated.
+
+sqlglot reads ClickHouse-only functions as anonymous calls or parametric aggregates and
+writes them back verbatim, which DuckDB then rejects. Each translation below keeps the
+meaning exactly (types included); one that has no DuckDB equivalent is an error naming
+the function, never a different answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.generators.duckdb import DuckDBGenerator
+
+from warehouse.errors import QueryError
+
+__all__ = ["WarehouseDuckDB"]
+
+Args = list[exp.Expression]
+
+
+def _cast(type_name: str) -> Callable[[Args], exp.Expression]:
+    return lambda args: exp.cast(args[0], exp.DataType.build(type_name, dialect="duckdb"))
+
+
+def _call(name: str, *args: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _start_of_interval(args: Args) -> exp.Expression:
+    # ClickHouse counts intervals from the Unix epoch; DuckDB's time_bucket counts
+    # from 2000-01-03 unless told otherwise, which shifts buckets such as 7 minutes.
+    epoch = exp.cast(exp.Literal.string("1970-01-01 00:00:00+00"), "TIMESTAMPTZ")
+    return _call("time_bucket", args[1], args[0], epoch)
+
+
+def _from_unix_milli(args: Args) -> exp.Expression:
+    # epoch_ms(BIGINT) is a naive TIMESTAMP in UTC; make it a TIMESTAMPTZ as ts is.
+    return exp.AtTimeZone(this=_call("epoch_ms", args[0]), zone=exp.Literal.string("UTC"))
+
+
+_FUNCTIONS: dict[str, Callable[[Args], exp.Expression]] = {
+    "toFloat64": _cast("DOUBLE"),
+    "toFloat32": _cast("REAL"),
+    "toInt64": _cast("BIGINT"),
+    "toUInt64": _cast("UBIGINT"),
+    "toInt32": _cast("INTEGER"),
+    "toUInt32": _cast("UINTEGER"),
+    "toStartOfInterval": _start_of_interval,
+    "fromUnixTimestamp64Milli": _from_unix_milli,
+    "toUnixTimestamp64Milli": lambda args: _call("epoch_ms", args[0]),
+    # toDateTime64(x, precision, 'UTC'): DuckDB timestamps carry microseconds anyway.
+    "toDateTime64": lambda args: exp.cast(args[0], "TIMESTAMPTZ"),
+    "arrayElement": lambda args: _call("list_extract", args[0], args[1]),
+}
+
+# Quantile aggregates: ClickHouse `f(levels)(x)` → DuckDB `g(x, level)` or `g(x, [levels])`.
+# quantileExactInclusive interpolates linearly between order statistics, as
+# quantile_cont does; the unsuffixed/TDigest quantiles are approximate in both engines.
+_QUANTILES: dict[str, tuple[str, bool]] = {
+    "quantileExactInclusive": ("quantile_cont", False),
+    "quantilesExactInclusive": ("quantile_cont", True),
+    "quantileTDigest": ("approx_quantile", False),
+    "quantilesTDigest": ("approx_quantile", True),
+    "quantile": ("approx_quantile", False),
+    "quantiles": ("approx_quantile", True),
+}
+
+# Plain aggregates that take the `If` combinator: ClickHouse `fIf(x, cond)`.
+_AGGREGATES: dict[str, Callable[[Args], exp.Expression]] = {
+    "sum": lambda args: exp.Sum(this=args[0]),
+    "avg": lambda args: exp.Avg(this=args[0]),
+    "min": lambda args: exp.Min(this=args[0]),
+    "max": lambda args: exp.Max(this=args[0]),
+    "count": lambda args: exp.Count(this=args[0] if args else exp.Star()),
+    "uniqExact": lambda args: exp.Count(this=exp.Distinct(expressions=list(args))),
+}
+
+
+def _filtered(aggregate: exp.Expression, condition: exp.Expression) -> exp.Expression:
+    return exp.Filter(this=aggregate, expression=exp.Where(this=condition))
+
+
+def _quantile(name: str, levels: Args, args: Args) -> exp.Expression:
+    function, many = _QUANTILES[name]
+    level = exp.Array(expressions=list(levels)) if many else levels[0]
+    return _call(function, args[0], level)
+
+
+class WarehouseDuckDBGenerator(DuckDBGenerator):
+    def anonymous_sql(self, expression: exp.Anonymous) -> str:
+        translate = _FUNCTIONS.get(expression.name)
+        if translate is None:
+            return super().anonymous_sql(expression)
+        return self.sql(translate(list(expression.expressions)))
+
+    def parameterizedagg_sql(self, expression: exp.ParameterizedAgg) -> str:
+        name = expression.name
+        if name not in _QUANTILES:
+            raise QueryError(f"ClickHouse aggregate {name}(...)(...) has no DuckDB translation")
+        return self.sql(_quantile(name, expression.expressions, expression.args["params"]))
+
+    def combinedparameterizedagg_sql(self, expression: exp.CombinedParameterizedAgg) -> str:
+        name = expression.name
+        if not name.endswith("If") or name[:-2] not in _QUANTILES:
+            raise QueryError(f"ClickHouse aggregate {name}(...)(...) has no DuckDB translation")
+        *args, condition = expression.args["params"]
+        return self.sql(_filtered(_quantile(name[:-2], expression.expressions, args), condition))
+
+    def combinedaggfunc_sql(self, expression: exp.CombinedAggFunc) -> str:
+        name = expression.name
+        base = _AGGREGATES.get(name[:-2]) if name.endswith("If") else None
+        if base is None:
+            raise QueryError(f"ClickHouse aggregate {name}(...) has no DuckDB translation")
+        *args, condition = expression.expressions
+        return self.sql(_filtered(base(args), condition))
+
+
+class WarehouseDuckDB(DuckDB):
+    """DuckDB, written from the warehouse's ClickHouse SQL."""
+
+    Generator = WarehouseDuckDBGenerator
