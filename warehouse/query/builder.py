@@ -1,0 +1,272 @@
+"""From a question (dimensions, measures, filters, time range) to SQL and a plan.
+
+The builder writes ClickHouse SQL from registry pieces only, with every value as a
+``{name:Type}`` placeholder, then renders it for the store's dialect. It also decides
+where the answer comes from: a rollup when the question allows it (every dimension,
+filter and measure kept by the rollup, the range aligned to its grain), raw rows
+otherwise, and records the choice and the reason in a :class:`Plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from warehouse.errors import QueryError
+from warehouse.query import dialects
+from warehouse.query.registry import Dimension, Measure, dimension, good_request, measure
+from warehouse.query.timerange import TimeRange
+from warehouse.store.base import Capabilities
+
+__all__ = ["TDIGEST_ERROR", "Compiled", "Plan", "Question", "compile_question"]
+
+TDIGEST_ERROR = (
+    "t-digest: rank error within about 1% "
+    "(the value lies between the exact q-0.01 and q+0.01 quantiles)"
+)
+"""The stated error of approximate percentiles (quantileTDigest; DuckDB approx_quantile)."""
+
+_GRAINS = (("requests_1h", timedelta(hours=1)), ("requests_1m", timedelta(minutes=1)))
+
+FilterValue = str | int | bool | Sequence[str | int | bool]
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the user asks, before it becomes SQL."""
+
+    measures: Sequence[str]
+    range: TimeRange
+    by: Sequence[str] = ()
+    filters: Mapping[str, FilterValue] = field(default_factory=dict)
+    interval: timedelta | None = None
+    """Time buckets for a time series (a ``time`` column first); None for one row per group."""
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    """Per-request latency limits in ms, for ``attainment`` and ``goodput_rps``."""
+    exact: bool | None = None
+    """True: exact percentiles from raw rows. False: approximate percentiles. None: the
+    fastest source that covers the question (a rollup's are approximate)."""
+    include_probes: bool = False
+    order_by: str | None = None
+    """A dimension or measure to sort by; a leading ``-`` sorts descending."""
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where an answer came from, and how precise its percentiles are."""
+
+    source: str
+    """``requests`` (raw rows), ``requests_1m`` or ``requests_1h`` (rollups)."""
+    reason: str
+    percentiles: str
+    """``exact``, ``t-digest`` or ``none`` (no percentile asked)."""
+
+    @property
+    def rollup(self) -> bool:
+        return self.source != "requests"
+
+    def describe(self) -> str:
+        kind = f"rollup {self.source}" if self.rollup else "raw requests"
+        text = f"source: {kind} ({self.reason})"
+        if self.percentiles == "t-digest":
+            text += f"; percentiles {TDIGEST_ERROR}"
+        return text
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A question as ClickHouse SQL with its parameters, and the plan behind it."""
+
+    sql: str
+    parameters: dict[str, Any]
+    plan: Plan
+    columns: tuple[str, ...]
+
+    def render(self, dialect: str) -> str:
+        return dialects.transpile(self.sql, dialect)
+
+
+def compile_question(question: Question, capabilities: Capabilities, database: str) -> Compiled:
+    """The SQL answering ``question`` on a store with ``capabilities``."""
+    dims = [dimension(name) for name in question.by]
+    measures = [measure(name) for name in dict.fromkeys(question.measures)]
+    if not measures:
+        raise QueryError("no measures asked: name at least one, such as count or p95_ttft_ms")
+    filters = [(dimension(name), _values(name, value)) for name, value in question.filters.items()]
+    _check_names(dims, measures, question.interval is not None)
+    if any(m.needs_thresholds for m in measures) and not question.thresholds:
+        asked = ", ".join(m.name for m in measures if m.needs_thresholds)
+        raise QueryError(
+            f"{asked} needs per-request thresholds (for instance ttft_ms=200) or an SLO"
+        )
+
+    plan = _plan(question, dims, filters, measures, capabilities)
+    parameters: dict[str, Any] = {
+        "since_ms": question.range.since_ms,
+        "until_ms": question.range.until_ms,
+    }
+    span = question.interval or timedelta(seconds=question.range.seconds)
+    thresholds = {}
+    for column, limit in question.thresholds.items():
+        name = f"limit_{column}"
+        parameters[name] = _positive_number(column, limit)
+        thresholds[column] = f"{{{name}:Float64}}"
+    good = good_request(thresholds) if thresholds else ""
+
+    select: list[str] = []
+    group: list[str] = []
+    if question.interval is not None:
+        step = int(question.interval.total_seconds())
+        if step < 1 or step != question.interval.total_seconds():
+            raise QueryError(f"bad interval {question.interval}: use whole seconds, at least 1s")
+        # toStartOfInterval gives a DateTime, which Arrow would carry as bare seconds.
+        select.append(
+            f"toDateTime64(toStartOfInterval(ts, INTERVAL {step} SECOND), 3, 'UTC') AS time"
+        )
+        group.append("time")
+    for dim in dims:
+        select.append(f'{dim.sql} AS "{dim.name}"')
+        group.append(f'"{dim.name}"')
+    select += [f"{_measure_sql(m, measures, plan)} AS {m.name}" for m in measures]
+
+    where = [
+        "ts >= fromUnixTimestamp64Milli({since_ms:Int64}, 'UTC')",
+        "ts < fromUnixTimestamp64Milli({until_ms:Int64}, 'UTC')",
+    ]
+    if not question.include_probes and "is_probe" not in question.filters:
+        where.append("NOT is_probe")
+    for index, (dim, values) in enumerate(filters):
+        names = [f"f{index}_{i}" for i in range(len(values))]
+        parameters.update(zip(names, values, strict=True))
+        placeholders = ", ".join(f"{{{name}:{dim.param_type}}}" for name in names)
+        where.append(f"{dim.sql} IN ({placeholders})")
+
+    table = f"{_quote(database)}.{plan.source}"
+    sql = f"SELECT {', '.join(select)} FROM {table} WHERE {' AND '.join(where)}"
+    if group:
+        sql += f" GROUP BY {', '.join(group)}"
+    columns = tuple(
+        ["time"] * (question.interval is not None)
+        + [d.name for d in dims]
+        + [m.name for m in measures]
+    )
+    sql += _order(question, columns, group)
+    if question.limit is not None:
+        if not isinstance(question.limit, int) or question.limit < 1:
+            raise QueryError(f"bad limit {question.limit!r}: expected a positive whole number")
+        sql += f" LIMIT {int(question.limit)}"
+    sql = sql.replace("{good}", f"({good})")
+    if "{seconds:Float64}" in sql:
+        parameters["seconds"] = span.total_seconds()
+    return Compiled(sql, parameters, plan, columns)
+
+
+def _check_names(dims: list[Dimension], measures: list[Measure], timeseries: bool) -> None:
+    names = [d.name for d in dims] + [m.name for m in measures] + ["time"] * timeseries
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise QueryError(f"result column {repeated[0]!r} asked twice")
+
+
+def _plan(
+    question: Question,
+    dims: list[Dimension],
+    filters: list[tuple[Dimension, list[Any]]],
+    measures: list[Measure],
+    capabilities: Capabilities,
+) -> Plan:
+    has_percentiles = any(m.is_percentile for m in measures)
+    raw_percentiles = "exact" if question.exact is not False else "t-digest"
+
+    def raw(reason: str) -> Plan:
+        return Plan("requests", reason, raw_percentiles if has_percentiles else "none")
+
+    if question.exact:
+        return raw("exact percentiles asked")
+    if not (capabilities.materialized_views and capabilities.aggregate_states):
+        return raw("this store keeps no materialized rollups")
+    for dim in dims + [d for d, _ in filters]:
+        if not dim.in_rollup:
+            return raw(f"the rollups do not keep {dim.name}")
+    for m in measures:
+        if m.rollup is None:
+            return raw(f"the rollups cannot answer {m.name}")
+    for table, grain in _GRAINS:
+        interval_fits = question.interval is None or question.interval % grain == timedelta(0)
+        if question.range.aligned_to(grain) and interval_fits:
+            return Plan(
+                table,
+                f"range and buckets align to {_grain_name(grain)}",
+                "t-digest" if has_percentiles else "none",
+            )
+    return raw("the range or the buckets do not align to whole minutes")
+
+
+def _measure_sql(m: Measure, measures: list[Measure], plan: Plan) -> str:
+    if not m.is_percentile:
+        return m.rollup if plan.rollup else m.raw  # type: ignore[return-value]
+    levels = sorted({x.level for x in measures if x.column == m.column and x.level is not None})
+    listed = ", ".join(repr(level) for level in levels)
+    if plan.rollup:
+        quantiles = f"quantilesTDigestMerge({listed})({m.column}_tdigest)"
+    elif plan.percentiles == "exact":
+        quantiles = f"quantilesExactInclusive({listed})(toFloat64({m.column}))"
+    else:
+        quantiles = f"quantilesTDigest({listed})({m.column})"
+    return f"arrayElement({quantiles}, {levels.index(m.level) + 1})"
+
+
+def _values(name: str, value: FilterValue) -> list[Any]:
+    values = list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
+    if not values:
+        raise QueryError(f"filter {name}: empty list of values")
+    param_type = dimension(name).param_type
+    checked = []
+    for v in values:
+        if param_type == "Bool" and isinstance(v, bool):
+            checked.append(v)
+        elif param_type == "Bool" and str(v).lower() in ("true", "false", "1", "0"):
+            checked.append(str(v).lower() in ("true", "1"))
+        elif param_type.startswith("UInt") and not isinstance(v, bool) and str(v).isdigit():
+            checked.append(int(v))
+        elif param_type == "String" and isinstance(v, str | int) and not isinstance(v, bool):
+            checked.append(str(v))
+        else:
+            raise QueryError(f"filter {name}: bad value {v!r}")
+    return checked
+
+
+def _positive_number(name: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number > 0 or number == float("inf") or isinstance(value, bool):
+        raise QueryError(
+            f"threshold {name}: expected a positive number of milliseconds, got {value!r}"
+        )
+    return number
+
+
+def _order(question: Question, columns: tuple[str, ...], group: list[str]) -> str:
+    if question.order_by is None:
+        return f" ORDER BY {', '.join(group)}" if group else ""
+    name = question.order_by.lstrip("-")
+    if name not in columns:
+        raise QueryError(
+            f"cannot order by {name!r}: not a column of this result ({', '.join(columns)})"
+        )
+    direction = "DESC" if question.order_by.startswith("-") else "ASC"
+    rest = [g for g in group if g.strip('"') != name]
+    return f' ORDER BY "{name}" {direction}' + "".join(f", {g}" for g in rest)
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _grain_name(grain: timedelta) -> str:
+    return "whole hours" if grain == timedelta(hours=1) else "whole minutes"

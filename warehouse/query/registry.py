@@ -1,0 +1,207 @@
+"""The registry: every dimension and measure of the query layer, defined once.
+
+A dimension or a measure is a piece of ClickHouse SQL over `requests` (and, where the
+rollups can answer it, over `requests_1m`/`requests_1h`); the builder puts the pieces
+together and :mod:`warehouse.query.dialects` renders them for the store. Names asked for
+by users are looked up here and nowhere else, so no user string becomes an identifier:
+an unknown name is an error listing the known ones.
+
+Measure names are the result column names of DESIGN.md's "Interfaces":
+``count``, ``error_rate``, ``rejection_rate``, ``p<q>_<latency>`` (q in 50, 75, 90, 95,
+99, 99.9 written ``p999``), ``avg_<column>``, ``sum_<token column>``, ``kv_hit_ratio``,
+``decode_tps``, ``attainment``, ``goodput_rps``, plus ``error_count``, ``rejection_count`` and
+``rps``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from warehouse.errors import QueryError
+from warehouse.model import (
+    DIMENSIONS,
+    LATENCY_COLUMNS,
+    ROLLUP_DIMENSIONS,
+    ROLLUP_LATENCIES,
+    TOKEN_COLUMNS,
+)
+
+__all__ = [
+    "PERCENTILES",
+    "Dimension",
+    "Measure",
+    "dimension",
+    "dimension_names",
+    "good_request",
+    "measure",
+    "measure_names",
+]
+
+PERCENTILES = {"50": 0.5, "75": 0.75, "90": 0.9, "95": 0.95, "99": 0.99, "999": 0.999}
+"""Percentile levels by the digits of their measure names (p999 is the 99.9th)."""
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A column results can be grouped and filtered by."""
+
+    name: str
+    """Result column name."""
+    sql: str
+    """ClickHouse SQL of its value over `requests`."""
+    param_type: str
+    """ClickHouse type of its filter values."""
+    in_rollup: bool
+    """Whether the rollups keep it."""
+
+
+_OTHER_DIMENSIONS = {"is_probe": "Bool", "http_status": "UInt16"}
+_ATTR_KEY = re.compile(
+    r"^attrs\[['\"]([A-Za-z_][A-Za-z0-9_.:/-]{0,63})['\"]\]$|^attrs\.([A-Za-z_][A-Za-z0-9_]{0,63})$"
+)
+
+
+def dimension(name: str) -> Dimension:
+    """The dimension called ``name``: a `requests` column, or ``attrs['key']``."""
+    if name in DIMENSIONS:
+        return Dimension(name, name, "String", name in ROLLUP_DIMENSIONS)
+    if name in _OTHER_DIMENSIONS:
+        return Dimension(name, name, _OTHER_DIMENSIONS[name], name in ROLLUP_DIMENSIONS)
+    match = _ATTR_KEY.match(name) if isinstance(name, str) else None
+    if match:
+        key = match[1] or match[2]
+        return Dimension(key, f"attrs['{key}']", "String", False)
+    raise QueryError(
+        f"unknown dimension {name!r}; known: {', '.join(dimension_names())}, "
+        "or attrs['key'] for a further label"
+    )
+
+
+def dimension_names() -> list[str]:
+    return [*DIMENSIONS, *_OTHER_DIMENSIONS]
+
+
+@dataclass(frozen=True)
+class Measure:
+    """An aggregate figure, as raw SQL and (where the rollups hold it) rollup SQL.
+
+    ``{seconds:Float64}`` in the SQL is the length of the group's time span, and
+    ``{good:...}`` stands for the per-request thresholds (see :func:`good_request`).
+    """
+
+    name: str
+    raw: str
+    rollup: str | None
+    column: str | None = None
+    """The latency of a percentile measure (percentiles of one column share one pass)."""
+    level: float | None = None
+    """The quantile level of a percentile measure."""
+    needs_thresholds: bool = False
+
+    @property
+    def is_percentile(self) -> bool:
+        return self.level is not None
+
+
+def _ratio(numerator: str, denominator: str) -> str:
+    return f"{numerator} / nullIf({denominator}, 0)"
+
+
+_DECODING = "output_tokens > 1 AND e2e_ms > ttft_ms"
+
+_FIXED: dict[str, tuple[str, str | None]] = {
+    "count": ("count()", "sum(requests)"),
+    "error_count": ("countIf(status = 'error')", "sum(errors)"),
+    "rejection_count": ("countIf(status = 'rejected')", "sum(rejections)"),
+    "error_rate": (
+        _ratio("countIf(status = 'error')", "count()"),
+        _ratio("sum(errors)", "sum(requests)"),
+    ),
+    "rejection_rate": (
+        _ratio("countIf(status = 'rejected')", "count()"),
+        _ratio("sum(rejections)", "sum(requests)"),
+    ),
+    "rps": ("count() / {seconds:Float64}", "sum(requests) / {seconds:Float64}"),
+    "kv_hit_ratio": (
+        _ratio("sum(toFloat64(cached_prompt_tokens))", "sum(toFloat64(prompt_tokens))"),
+        _ratio("sum(toFloat64(cached_prompt_tokens_sum))", "sum(toFloat64(prompt_tokens_sum))"),
+    ),
+    "decode_tps": (
+        "1000 * "
+        + _ratio(
+            f"sumIf(toFloat64(output_tokens) - 1, {_DECODING})",
+            f"sumIf(toFloat64(e2e_ms) - toFloat64(ttft_ms), {_DECODING})",
+        ),
+        "1000 * " + _ratio("sum(toFloat64(decode_tokens_sum))", "sum(decode_ms_sum)"),
+    ),
+}
+
+_GOOD = "{good}"
+_THRESHOLD_MEASURES: dict[str, str] = {
+    "attainment": _ratio(f"countIf({_GOOD})", "count()"),
+    "goodput_rps": f"countIf({_GOOD}) / {{seconds:Float64}}",
+    "good": f"countIf({_GOOD})",
+}
+
+_PERCENTILE = re.compile(r"^p(50|75|90|95|99|999)_(\w+)$")
+
+
+def measure(name: str) -> Measure:
+    """The measure called ``name``; an unknown name is an error listing the families."""
+    if not isinstance(name, str):
+        raise QueryError(f"bad measure {name!r}: expected a measure name such as p95_ttft_ms")
+    if name in _FIXED:
+        raw, rollup = _FIXED[name]
+        return Measure(name, raw, rollup)
+    if name in _THRESHOLD_MEASURES:
+        return Measure(name, _THRESHOLD_MEASURES[name], None, needs_thresholds=True)
+    match = _PERCENTILE.match(name)
+    if match and match[2] in LATENCY_COLUMNS:
+        column = match[2]
+        # The SQL of a percentile is filled in by the builder, which computes all the
+        # levels asked of one column in a single quantiles(...) pass.
+        return Measure(
+            name, "", "" if column in ROLLUP_LATENCIES else None, column, PERCENTILES[match[1]]
+        )
+    if name.startswith("avg_") and name[4:] in LATENCY_COLUMNS:
+        column = name[4:]
+        rollup = (
+            _ratio(f"sum({column}_sum)", f"sum({column}_count)")
+            if column in ROLLUP_LATENCIES
+            else None
+        )
+        return Measure(name, f"avg(toFloat64({column}))", rollup)
+    if name.startswith("avg_") and name[4:] in TOKEN_COLUMNS:
+        return Measure(name, f"avg(toFloat64({name[4:]}))", None)
+    if name.startswith("sum_") and name[4:] in TOKEN_COLUMNS:
+        column = name[4:]
+        rollup = f"sum({column}_sum)" if column != "max_context_tokens" else None
+        return Measure(name, f"coalesce(sum(toUInt64({column})), 0)", rollup)
+    raise QueryError(
+        f"unknown measure {name!r}; known: {', '.join(measure_names())}, "
+        f"p<q>_<latency> (q in {', '.join(PERCENTILES)}; latency in {', '.join(LATENCY_COLUMNS)}), "
+        f"avg_<latency or token column>, sum_<token column> ({', '.join(TOKEN_COLUMNS)})"
+    )
+
+
+def measure_names() -> list[str]:
+    return [*_FIXED, *_THRESHOLD_MEASURES]
+
+
+def good_request(thresholds: dict[str, str]) -> str:
+    """ClickHouse SQL of "this request is good": ok, and within every threshold.
+
+    ``thresholds`` maps latency columns to the SQL of their bound limit. As in vLLM's
+    serving benchmark, a request whose TPOT is undefined (one output token) meets a TPOT
+    threshold; any other missing latency fails its threshold.
+    """
+    terms = ["status = 'ok'"]
+    for column, limit in thresholds.items():
+        if column not in LATENCY_COLUMNS:
+            raise QueryError(
+                f"bad threshold {column!r}: thresholds apply to {', '.join(LATENCY_COLUMNS)}"
+            )
+        default = "true" if column == "tpot_ms" else "false"
+        terms.append(f"coalesce({column} <= {limit}, {default})")
+    return " AND ".join(terms)
