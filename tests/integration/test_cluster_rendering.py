@@ -38,7 +38,11 @@ def parser(chdb_path):
 
 def test_every_rendered_statement_is_accepted_by_clickhouse_parser(rendered, parser):
     for statement in rendered:
-        assert "ON CLUSTER c2" in parser(statement)
+        formatted = parser(statement)
+        # SYSTEM ... VIEW takes no ON CLUSTER, and a backfill INSERT goes through the
+        # Distributed tables; every other statement runs on the whole cluster.
+        if not formatted.startswith(("SYSTEM", "INSERT")):
+            assert "ON CLUSTER c2" in formatted
 
 
 def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendered, parser):

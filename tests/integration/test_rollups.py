@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 
 from warehouse.model import (
@@ -16,6 +17,7 @@ from warehouse.model import (
     histogram_share_below,
     latency_bucket,
 )
+from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -135,3 +137,37 @@ def test_tdigest_quantiles_are_within_one_percent_of_rank(loaded, traffic, q):
             values = raw.filter(pl.col("model") == model)["ttft_ms"].drop_nulls().to_numpy()
             rank = float(np.mean(values <= estimate))
             assert abs(rank - q) <= 0.01, (table, model, rank)
+
+
+def ok_histogram_totals(store, table: str) -> dict[str, int]:
+    sums = ", ".join(f"arraySum(mapValues(sumMap({c}_ok_hist))) AS {c}" for c in ROLLUP_LATENCIES)
+    if store.capabilities.dialect == "duckdb":
+        sums = ", ".join(
+            f"sum(list_sum(map_values({c}_ok_hist)))::BIGINT AS {c}" for c in ROLLUP_LATENCIES
+        )
+    row = store.query_arrow(f"SELECT {sums} FROM {store.database}.{table}").to_pylist()[0]
+    return {c: int(v) for c, v in row.items()}
+
+
+def expected_ok_totals(traffic) -> dict[str, int]:
+    raw = pl.from_arrow(traffic).filter(pl.col("status") == "ok")
+    return {c: raw[c].count() for c in ROLLUP_LATENCIES}
+
+
+@pytest.mark.parametrize("table", ["requests_1m", "requests_1h"])
+def test_ok_histograms_hold_the_latencies_of_successful_requests(loaded, traffic, table):
+    assert ok_histogram_totals(loaded, table) == expected_ok_totals(traffic)
+
+
+def test_the_ok_histogram_migration_fills_rows_rolled_up_before_it(store, traffic):
+    migrator = Migrator(store)
+    migrator.migrations = [m for m in migrator.migrations if m.version < 6]
+    migrator.up()
+    store.insert_arrow("requests", traffic)
+    Migrator(store).up()
+    store.insert_arrow("requests", traffic.slice(0, 1000))
+    expected = expected_ok_totals(pa.concat_tables([traffic, traffic.slice(0, 1000)]))
+    for table in ("requests_1m", "requests_1h"):
+        assert ok_histogram_totals(store, table) == expected
+    counts = store.query_arrow(f"SELECT sum(requests) AS n FROM {store.database}.requests_1h")
+    assert counts.column("n")[0].as_py() == 31_000  # the backfill added no requests

@@ -29,6 +29,8 @@ _CREATE_TABLE = re.compile(r"^(CREATE TABLE IF NOT EXISTS) (\w+)\.(\w+)(.*)$", r
 _CREATE_VIEW = re.compile(
     r"^(CREATE MATERIALIZED VIEW IF NOT EXISTS) (\w+)\.(\w+)(.*)$", re.I | re.S
 )
+_SYSTEM_VIEW = re.compile(r"^SYSTEM (STOP|START) VIEW \w+\.\w+\s*$", re.I)
+_INSERT_SELECT = re.compile(r"^INSERT INTO \w+\.\w+\s*\(.*\)\s*SELECT\b", re.I | re.S)
 _ALTER_TABLE = re.compile(r"^(ALTER TABLE) (\w+)\.(\w+)(.*)$", re.I | re.S)
 _ENGINE = re.compile(r"ENGINE\s*=\s*(\w*)MergeTree\b(?:\s*\(([^)]*)\))?", re.I)
 _SHARDING_KEY = re.compile(r"^\s*--\s*sharding_key:\s*(.+?)\s*$", re.M)
@@ -87,6 +89,13 @@ def _render(statement: str, body: str, cluster: str, database: str, sharded: set
         if _COLUMN_CHANGE.match(rest):
             local.append(f"{verb} {db}.{table}{on}{rest}")
         return local
+    if match := _ALTER_TABLE.match(body):  # a view: MODIFY QUERY reads the local tables
+        verb, db, view, rest = match.groups()
+        return [f"{verb} {db}.{view}{on}{_localize(rest, database, sharded)}"]
+    if match := _SYSTEM_VIEW.match(body):  # takes no ON CLUSTER: each node stops its own
+        return [body]
+    if match := _INSERT_SELECT.match(body):  # through the Distributed tables: every shard
+        return [body]
     head = " ".join(body.split()[:4])
     raise MigrationError(f"cannot render this statement for a cluster: {head} ...")
 
