@@ -16,7 +16,7 @@ from typing import Any
 
 from warehouse.errors import QueryError
 from warehouse.query import dialects
-from warehouse.query.registry import Dimension, Measure, dimension, good_request, measure
+from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Capabilities
 
@@ -27,6 +27,11 @@ TDIGEST_ERROR = (
     "(the value lies between the exact q-0.01 and q+0.01 quantiles)"
 )
 """The stated error of approximate percentiles (quantileTDigest; DuckDB approx_quantile)."""
+
+HISTOGRAM_ERROR = (
+    "from 2%-wide latency buckets: off by at most the share of requests in the threshold's bucket"
+)
+"""The stated error of attainment read from a rollup's histogram of ok latencies."""
 
 _GRAINS = (("requests_1h", timedelta(hours=1)), ("requests_1m", timedelta(minutes=1)))
 
@@ -63,6 +68,8 @@ class Plan:
     reason: str
     percentiles: str
     """``exact``, ``t-digest`` or ``none`` (no percentile asked)."""
+    attainment: str = "none"
+    """``exact``, ``histogram`` (a rollup's latency buckets) or ``none`` (not asked)."""
 
     @property
     def rollup(self) -> bool:
@@ -73,6 +80,8 @@ class Plan:
         text = f"source: {kind} ({self.reason})"
         if self.percentiles == "t-digest":
             text += f"; percentiles {TDIGEST_ERROR}"
+        if self.attainment == "histogram":
+            text += f"; attainment {HISTOGRAM_ERROR}"
         return text
 
 
@@ -114,7 +123,6 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
         name = f"limit_{column}"
         parameters[name] = _positive_number(column, limit)
         thresholds[column] = f"{{{name}:Float64}}"
-    good = good_request(thresholds) if thresholds else ""
 
     select: list[str] = []
     group: list[str] = []
@@ -158,7 +166,8 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
         if not isinstance(question.limit, int) or question.limit < 1:
             raise QueryError(f"bad limit {question.limit!r}: expected a positive whole number")
         sql += f" LIMIT {int(question.limit)}"
-    sql = sql.replace("{good}", f"({good})")
+    if GOOD_COUNT in sql:
+        sql = sql.replace(GOOD_COUNT, good_count(thresholds, plan.rollup) or "")
     if "{seconds:Float64}" in sql:
         parameters["seconds"] = span.total_seconds()
     return Compiled(sql, parameters, plan, columns)
@@ -180,9 +189,11 @@ def _plan(
 ) -> Plan:
     has_percentiles = any(m.is_percentile for m in measures)
     raw_percentiles = "exact" if question.exact is not False else "t-digest"
+    has_attainment = any(m.needs_thresholds for m in measures)
 
     def raw(reason: str) -> Plan:
-        return Plan("requests", reason, raw_percentiles if has_percentiles else "none")
+        percentiles = raw_percentiles if has_percentiles else "none"
+        return Plan("requests", reason, percentiles, "exact" if has_attainment else "none")
 
     if question.exact:
         return raw("exact percentiles asked")
@@ -194,6 +205,9 @@ def _plan(
     for m in measures:
         if m.rollup is None:
             return raw(f"the rollups cannot answer {m.name}")
+    thresholds = {column: "0" for column in question.thresholds}
+    if any(m.needs_thresholds for m in measures) and good_count(thresholds, rollup=True) is None:
+        return raw("the rollups answer attainment for one threshold on queue, TTFT, TPOT or E2E")
     for table, grain in _GRAINS:
         interval_fits = question.interval is None or question.interval % grain == timedelta(0)
         if question.range.aligned_to(grain) and interval_fits:
@@ -201,6 +215,7 @@ def _plan(
                 table,
                 f"range and buckets align to {_grain_name(grain)}",
                 "t-digest" if has_percentiles else "none",
+                "histogram" if has_attainment else "none",
             )
     return raw("the range or the buckets do not align to whole minutes")
 

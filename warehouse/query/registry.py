@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from warehouse.errors import QueryError
 from warehouse.model import (
+    BUCKET_GROWTH,
+    BUCKET_MIN_MS,
     DIMENSIONS,
     LATENCY_COLUMNS,
     ROLLUP_DIMENSIONS,
@@ -33,7 +35,7 @@ __all__ = [
     "Measure",
     "dimension",
     "dimension_names",
-    "good_request",
+    "good_count",
     "measure",
     "measure_names",
 ]
@@ -87,7 +89,7 @@ class Measure:
     """An aggregate figure, as raw SQL and (where the rollups hold it) rollup SQL.
 
     ``{seconds:Float64}`` in the SQL is the length of the group's time span, and
-    ``{good:...}`` stands for the per-request thresholds (see :func:`good_request`).
+    ``{good_count}`` the count of requests within the thresholds (see :func:`good_count`).
     """
 
     name: str
@@ -137,11 +139,13 @@ _FIXED: dict[str, tuple[str, str | None]] = {
     ),
 }
 
-_GOOD = "{good}"
-_THRESHOLD_MEASURES: dict[str, str] = {
-    "attainment": _ratio(f"countIf({_GOOD})", "count()"),
-    "goodput_rps": f"countIf({_GOOD}) / {{seconds:Float64}}",
-    "good": f"countIf({_GOOD})",
+GOOD_COUNT = "{good_count}"
+"""Stands for the count of good requests in threshold measures; see :func:`good_count`."""
+
+_THRESHOLD_MEASURES: dict[str, tuple[str, str]] = {
+    "attainment": (_ratio(GOOD_COUNT, "count()"), _ratio(GOOD_COUNT, "sum(requests)")),
+    "goodput_rps": (f"{GOOD_COUNT} / {{seconds:Float64}}", f"{GOOD_COUNT} / {{seconds:Float64}}"),
+    "good_count": (GOOD_COUNT, GOOD_COUNT),
 }
 
 _PERCENTILE = re.compile(r"^p(50|75|90|95|99|999)_(\w+)$")
@@ -155,7 +159,8 @@ def measure(name: str) -> Measure:
         raw, rollup = _FIXED[name]
         return Measure(name, raw, rollup)
     if name in _THRESHOLD_MEASURES:
-        return Measure(name, _THRESHOLD_MEASURES[name], None, needs_thresholds=True)
+        raw, rollup = _THRESHOLD_MEASURES[name]
+        return Measure(name, raw, rollup, needs_thresholds=True)
     match = _PERCENTILE.match(name)
     if match and match[2] in LATENCY_COLUMNS:
         column = match[2]
@@ -189,19 +194,39 @@ def measure_names() -> list[str]:
     return [*_FIXED, *_THRESHOLD_MEASURES]
 
 
-def good_request(thresholds: dict[str, str]) -> str:
-    """ClickHouse SQL of "this request is good": ok, and within every threshold.
+def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
+    """ClickHouse SQL counting good requests: ok, and within every threshold.
 
     ``thresholds`` maps latency columns to the SQL of their bound limit. As in vLLM's
     serving benchmark, a request whose TPOT is undefined (one output token) meets a TPOT
     threshold; any other missing latency fails its threshold.
+
+    From a rollup (only for a single threshold: several need the joint distribution)
+    the count comes from the histogram of successful requests' latencies, with the
+    threshold's own bucket counted in proportion to where the threshold falls in it, as
+    :func:`warehouse.model.histogram_share_below` does; None when a rollup cannot say.
     """
-    terms = ["status = 'ok'"]
-    for column, limit in thresholds.items():
+    for column in thresholds:
         if column not in LATENCY_COLUMNS:
             raise QueryError(
                 f"bad threshold {column!r}: thresholds apply to {', '.join(LATENCY_COLUMNS)}"
             )
-        default = "true" if column == "tpot_ms" else "false"
-        terms.append(f"coalesce({column} <= {limit}, {default})")
-    return " AND ".join(terms)
+    if not rollup:
+        terms = ["status = 'ok'"]
+        for column, limit in thresholds.items():
+            default = "true" if column == "tpot_ms" else "false"
+            terms.append(f"coalesce({column} <= {limit}, {default})")
+        return f"countIf({' AND '.join(terms)})"
+    if len(thresholds) != 1 or next(iter(thresholds)) not in ROLLUP_LATENCIES:
+        return None
+    [(column, limit)] = thresholds.items()
+    low = f"if(k = 0, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, k - 1))"
+    high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, k)"
+    share = f"least(1., greatest(0., ({limit} - {low}) / ({high} - {low})))"
+    histogram = f"sumMap({column}_ok_hist)"
+    buckets = f"mapKeys({histogram}), mapValues({histogram})"
+    below = f"arraySum(arrayMap((k, c) -> c * {share}, {buckets}))"
+    if column != "tpot_ms":
+        return below
+    ok = "(sum(requests) - sum(errors) - sum(rejections))"
+    return f"({ok} - arraySum(mapValues({histogram})) + {below})"
