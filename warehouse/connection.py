@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
 from warehouse.config import Config
+from warehouse.query import registry
 from warehouse.query.builder import FilterValue, Question
-from warehouse.query.result import Result
+from warehouse.query.compare import compare_groups
+from warehouse.query.drift import detect_drift
+from warehouse.query.readonly import run_read_only
+from warehouse.query.result import Result, normalize
+from warehouse.query.root_cause import DEFAULT_DIMENSIONS, root_cause
 from warehouse.query.run import ask
+from warehouse.query.sla import evaluate, scoped_filters
+from warehouse.query.slo import SLO, load_slo
 from warehouse.query.timerange import Instant, parse_duration, time_range
 from warehouse.store import Store, open_store
 from warehouse.store.migrations import Migration, Migrator
@@ -98,9 +107,118 @@ class Warehouse:
         )
         return ask(self.store, question)
 
+    def sla(
+        self,
+        slo: str | Path | SLO,
+        by: Sequence[str] = (),
+        filters: Mapping[str, FilterValue] | None = None,
+        since: Instant = None,
+        until: Instant = None,
+        *,
+        exact: bool | None = None,
+    ) -> Result:
+        """Evaluate an SLO (a shipped name, a TOML path or an :class:`SLO`) per group.
+
+        ``since`` defaults to the SLO's period (30 days unless it says otherwise). The
+        columns are described in :mod:`warehouse.query.sla`.
+        """
+        objective = _load(slo)
+        period = time_range(since or _ago(objective.period), until)
+        return evaluate(self.store, objective, period, by, filters, exact=exact)
+
+    def compare_groups(
+        self,
+        measure: str = "attainment",
+        dimension: str = "ab_group",
+        a: str | None = None,
+        b: Sequence[str] | str | None = None,
+        filters: Mapping[str, FilterValue] | None = None,
+        since: Instant = "1h",
+        until: Instant = None,
+        *,
+        thresholds: Mapping[str, float] | None = None,
+        level: float = 0.95,
+    ) -> Result:
+        """A/B: ``measure`` per arm of ``dimension`` against control ``a``, with a CI."""
+        return compare_groups(
+            self.store,
+            time_range(since, until),
+            measure,
+            dimension,
+            a,
+            b,
+            filters,
+            thresholds,
+            level,
+        )
+
+    def drift(
+        self,
+        measure: str = "p95_ttft_ms",
+        by: Sequence[str] = (),
+        interval: str = "5m",
+        filters: Mapping[str, FilterValue] | None = None,
+        since: Instant = "6h",
+        until: Instant = None,
+        *,
+        baseline: int = 12,
+        z_threshold: float = 3.0,
+        alert_after: int = 3,
+        thresholds: Mapping[str, float] | None = None,
+        exact: bool | None = None,
+    ) -> Result:
+        """Per window: ``measure`` against the trailing ``baseline`` windows (z, EWMA)."""
+        return detect_drift(
+            self.store,
+            time_range(since, until),
+            measure,
+            by,
+            parse_duration(interval),
+            filters,
+            thresholds,
+            baseline=baseline,
+            z_threshold=z_threshold,
+            alert_after=alert_after,
+            exact=exact,
+        )
+
+    def root_cause(
+        self,
+        slo: str | Path | SLO | None = None,
+        thresholds: Mapping[str, float] | None = None,
+        dimensions: Sequence[str] = DEFAULT_DIMENSIONS,
+        filters: Mapping[str, FilterValue] | None = None,
+        since: Instant = "1h",
+        until: Instant = None,
+        *,
+        min_share: float = 0.01,
+        limit: int | None = 20,
+    ) -> Result:
+        """The dimension values carrying the most bad requests beyond their traffic share.
+
+        Bad means failed, rejected or over a per-request threshold: ``thresholds``, or
+        the SLO's (whose scope then also filters the requests).
+        """
+        if slo is not None:
+            objective = _load(slo)
+            filters = scoped_filters(objective, filters)
+            thresholds = {**objective.thresholds, **(thresholds or {})}
+        return root_cause(
+            self.store,
+            time_range(since, until),
+            thresholds,
+            dimensions,
+            filters,
+            min_share=min_share,
+            limit=limit,
+        )
+
     def sql(self, query: str, parameters: dict[str, Any] | None = None) -> pl.DataFrame:
-        """Run SQL in the store's own dialect and return the result."""
-        return pl.from_arrow(self.store.query_arrow(query, parameters))
+        """Run a read-only query written in ClickHouse SQL (transpiled for DuckDB).
+
+        Writes, DDL and settings are refused. Parameters are ``{name:Type}`` placeholders.
+        """
+        return normalize(run_read_only(self.store, query, parameters))
 
     def close(self) -> None:
         self.store.close()
@@ -115,3 +233,11 @@ class Warehouse:
 def connect(url: str, config: Config | None = None) -> Warehouse:
     """Open the store ``url`` names (see :func:`warehouse.store.open_store`)."""
     return Warehouse(open_store(url), config)
+
+
+def _ago(length: timedelta) -> datetime:
+    return datetime.now(UTC) - length
+
+
+def _load(slo: str | Path | SLO) -> SLO:
+    return slo if isinstance(slo, SLO) else load_slo(slo, validate_measure=registry.measure)

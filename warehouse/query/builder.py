@@ -15,12 +15,21 @@ from datetime import timedelta
 from typing import Any
 
 from warehouse.errors import QueryError
+from warehouse.model import LATENCY_COLUMNS
 from warehouse.query import dialects
 from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Capabilities
 
-__all__ = ["TDIGEST_ERROR", "Compiled", "Plan", "Question", "compile_question"]
+__all__ = [
+    "HISTOGRAM_ERROR",
+    "TDIGEST_ERROR",
+    "Compiled",
+    "Plan",
+    "Question",
+    "compile_question",
+    "compile_values",
+]
 
 TDIGEST_ERROR = (
     "t-digest: rank error within about 1% "
@@ -49,7 +58,8 @@ class Question:
     interval: timedelta | None = None
     """Time buckets for a time series (a ``time`` column first); None for one row per group."""
     thresholds: Mapping[str, float] = field(default_factory=dict)
-    """Per-request latency limits in ms, for ``attainment`` and ``goodput_rps``."""
+    """Per-request latency limits in ms, for ``attainment`` and ``goodput_rps``; without
+    any, a good request is one that succeeded."""
     exact: bool | None = None
     """True: exact percentiles from raw rows. False: approximate percentiles. None: the
     fastest source that covers the question (a rollup's are approximate)."""
@@ -106,12 +116,6 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
         raise QueryError("no measures asked: name at least one, such as count or p95_ttft_ms")
     filters = [(dimension(name), _values(name, value)) for name, value in question.filters.items()]
     _check_names(dims, measures, question.interval is not None)
-    if any(m.needs_thresholds for m in measures) and not question.thresholds:
-        asked = ", ".join(m.name for m in measures if m.needs_thresholds)
-        raise QueryError(
-            f"{asked} needs per-request thresholds (for instance ttft_ms=200) or an SLO"
-        )
-
     plan = _plan(question, dims, filters, measures, capabilities)
     parameters: dict[str, Any] = {
         "since_ms": question.range.since_ms,
@@ -140,17 +144,9 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
         group.append(f'"{dim.name}"')
     select += [f"{_measure_sql(m, measures, plan)} AS {m.name}" for m in measures]
 
-    where = [
-        "ts >= fromUnixTimestamp64Milli({since_ms:Int64}, 'UTC')",
-        "ts < fromUnixTimestamp64Milli({until_ms:Int64}, 'UTC')",
-    ]
-    if not question.include_probes and "is_probe" not in question.filters:
-        where.append("NOT is_probe")
-    for index, (dim, values) in enumerate(filters):
-        names = [f"f{index}_{i}" for i in range(len(values))]
-        parameters.update(zip(names, values, strict=True))
-        placeholders = ", ".join(f"{{{name}:{dim.param_type}}}" for name in names)
-        where.append(f"{dim.sql} IN ({placeholders})")
+    where = _conditions(
+        filters, question.include_probes or "is_probe" in question.filters, parameters
+    )
 
     table = f"{_quote(database)}.{plan.source}"
     sql = f"SELECT {', '.join(select)} FROM {table} WHERE {' AND '.join(where)}"
@@ -171,6 +167,44 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
     if "{seconds:Float64}" in sql:
         parameters["seconds"] = span.total_seconds()
     return Compiled(sql, parameters, plan, columns)
+
+
+def compile_values(
+    column: str,
+    time_range: TimeRange,
+    filters: Mapping[str, FilterValue],
+    database: str,
+    include_probes: bool = False,
+) -> Compiled:
+    """SQL of the raw values of one latency column (NULLs left out), for bootstraps."""
+    if column not in LATENCY_COLUMNS:
+        raise QueryError(f"bad latency column {column!r}: one of {', '.join(LATENCY_COLUMNS)}")
+    checked = [(dimension(name), _values(name, value)) for name, value in filters.items()]
+    parameters: dict[str, Any] = {"since_ms": time_range.since_ms, "until_ms": time_range.until_ms}
+    where = _conditions(checked, include_probes or "is_probe" in filters, parameters)
+    where.append(f"{column} IS NOT NULL")
+    sql = (
+        f"SELECT toFloat64({column}) AS value FROM {_quote(database)}.requests "
+        f"WHERE {' AND '.join(where)}"
+    )
+    return Compiled(sql, parameters, Plan("requests", "raw values", "none"), ("value",))
+
+
+def _conditions(
+    filters: list[tuple[Dimension, list[Any]]], include_probes: bool, parameters: dict[str, Any]
+) -> list[str]:
+    where = [
+        "ts >= fromUnixTimestamp64Milli({since_ms:Int64}, 'UTC')",
+        "ts < fromUnixTimestamp64Milli({until_ms:Int64}, 'UTC')",
+    ]
+    if not include_probes:
+        where.append("NOT is_probe")
+    for index, (dim, values) in enumerate(filters):
+        names = [f"f{index}_{i}" for i in range(len(values))]
+        parameters.update(zip(names, values, strict=True))
+        placeholders = ", ".join(f"{{{name}:{dim.param_type}}}" for name in names)
+        where.append(f"{dim.sql} IN ({placeholders})")
+    return where
 
 
 def _check_names(dims: list[Dimension], measures: list[Measure], timeseries: bool) -> None:

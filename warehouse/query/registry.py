@@ -195,7 +195,7 @@ def measure_names() -> list[str]:
 
 
 def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
-    """ClickHouse SQL counting good requests: ok, and within every threshold.
+    """ClickHouse SQL counting good requests: ok, and within every threshold (if any).
 
     ``thresholds`` maps latency columns to the SQL of their bound limit. As in vLLM's
     serving benchmark, a request whose TPOT is undefined (one output token) meets a TPOT
@@ -217,6 +217,9 @@ def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
             default = "true" if column == "tpot_ms" else "false"
             terms.append(f"coalesce({column} <= {limit}, {default})")
         return f"countIf({' AND '.join(terms)})"
+    ok = "(sum(requests) - sum(errors) - sum(rejections))"
+    if not thresholds:
+        return ok
     if len(thresholds) != 1 or next(iter(thresholds)) not in ROLLUP_LATENCIES:
         return None
     [(column, limit)] = thresholds.items()
@@ -228,5 +231,4 @@ def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
     below = f"arraySum(arrayMap((k, c) -> c * {share}, {buckets}))"
     if column != "tpot_ms":
         return below
-    ok = "(sum(requests) - sum(errors) - sum(rejections))"
     return f"({ok} - arraySum(mapValues({histogram})) + {below})"

@@ -6,11 +6,13 @@ import re
 import time
 from typing import Any
 
+import numpy as np
+
 from warehouse.query.builder import Compiled, Question, compile_question
 from warehouse.query.result import Result, normalize
 from warehouse.store.base import Store
 
-__all__ = ["ask", "execute"]
+__all__ = ["ask", "execute", "fetch_values"]
 
 _PLACEHOLDER = re.compile(r"\{(\w+):[^}]+\}")
 
@@ -27,6 +29,12 @@ def execute(store: Store, compiled: Compiled) -> Result:
     table = store.query_arrow(sql, _used(compiled))
     elapsed_ms = (time.perf_counter() - started) * 1000
     return Result.of(normalize(table, compiled.columns), compiled.plan, elapsed_ms)
+
+
+def fetch_values(store: Store, compiled: Compiled) -> np.ndarray:
+    """The single column of a values query as a float64 numpy array."""
+    table = store.query_arrow(compiled.render(store.capabilities.dialect), _used(compiled))
+    return table.column(0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
 def _used(compiled: Compiled) -> dict[str, Any]:

@@ -1,0 +1,111 @@
+"""Drift: each window's measure against a trailing baseline of the windows before it.
+
+The measure is computed per window of ``interval`` (and per group); missing windows are
+gaps, not zeros. Per group, :func:`warehouse.query.stats.drift` scores each window with a
+z-score and an EWMA chart against the trailing baseline of earlier windows that did not
+breach, and counts consecutive breaching windows; ``alert`` is raised after
+``alert_after`` of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+
+import numpy as np
+import polars as pl
+
+from warehouse.query import stats
+from warehouse.query.builder import FilterValue, Question
+from warehouse.query.registry import measure
+from warehouse.query.result import Result
+from warehouse.query.run import ask
+from warehouse.query.timerange import TimeRange
+from warehouse.store.base import Store
+
+__all__ = ["detect_drift", "worse_direction"]
+
+# Measures for which a higher value is better; for every other one, higher is worse.
+_HIGHER_IS_BETTER = ("attainment", "goodput_rps", "kv_hit_ratio", "decode_tps", "rps", "count")
+
+
+def worse_direction(measure_name: str) -> str:
+    """``down`` for measures where a fall is bad (attainment, KV hits ...), else ``up``."""
+    return "down" if measure_name in _HIGHER_IS_BETTER else "up"
+
+
+def detect_drift(
+    store: Store,
+    time_range: TimeRange,
+    measure_name: str = "p95_ttft_ms",
+    by: Sequence[str] = (),
+    interval: timedelta = timedelta(minutes=5),
+    filters: Mapping[str, FilterValue] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    baseline: int = 12,
+    z_threshold: float = 3.0,
+    ewma_alpha: float = 0.3,
+    alert_after: int = 3,
+    direction: str | None = None,
+    exact: bool | None = None,
+) -> Result:
+    """Per window (and group): the value, its baseline, z, EWMA and limits, breach, alert."""
+    measure(measure_name)
+    by = list(by)
+    series = ask(
+        store,
+        Question(
+            measures=[measure_name],
+            by=by,
+            filters=dict(filters or {}),
+            range=time_range,
+            interval=interval,
+            thresholds=dict(thresholds or {}),
+            exact=exact,
+        ),
+    )
+    grid = _time_grid(time_range, interval)
+    groups = pl.DataFrame(series).select(by).unique(maintain_order=True) if by else None
+    frames = []
+    for key in groups.iter_rows() if groups is not None else [()]:
+        rows = pl.DataFrame(series)
+        for name, value in zip(by, key, strict=True):
+            rows = rows.filter(pl.col(name).eq_missing(value))
+        full = grid.join(rows.select("time", measure_name), on="time", how="left")
+        result = stats.drift(
+            full[measure_name].to_numpy().astype(np.float64),
+            baseline=baseline,
+            z_threshold=z_threshold,
+            ewma_alpha=ewma_alpha,
+            alert_after=alert_after,
+            direction=direction or worse_direction(measure_name),
+        )
+        frames.append(
+            full.select("time")
+            .with_columns(pl.lit(v).alias(n) for n, v in zip(by, key, strict=True))
+            .with_columns(
+                pl.Series(measure_name, result.value),
+                pl.Series("baseline_mean", result.baseline_mean),
+                pl.Series("baseline_std", result.baseline_std),
+                pl.Series("z", result.z),
+                pl.Series("ewma", result.ewma),
+                pl.Series("ewma_lower", result.ewma_lower),
+                pl.Series("ewma_upper", result.ewma_upper),
+                pl.Series("breach", result.breach),
+                pl.Series("consecutive", result.consecutive),
+                pl.Series("alert", result.alert),
+            )
+        )
+    frame = pl.concat(frames) if frames else pl.DataFrame()
+    floats = [c for c, t in frame.schema.items() if t == pl.Float64 and c != "z"]
+    frame = frame.with_columns(pl.col(floats).fill_nan(None)) if floats else frame
+    return Result.of(frame, series.plan, series.elapsed_ms)
+
+
+def _time_grid(time_range: TimeRange, interval: timedelta) -> pl.DataFrame:
+    step = int(interval.total_seconds() * 1000)
+    first = time_range.since_ms // step * step
+    starts = np.arange(first, time_range.until_ms, step, dtype=np.int64)
+    return pl.DataFrame({"time": starts}).with_columns(
+        pl.col("time").cast(pl.Datetime("ms", "UTC"))
+    )

@@ -1,0 +1,103 @@
+"""Read-only SQL from users: ClickHouse SQL, run on either backend, never a write.
+
+Two locks, so that neither alone has to be perfect: the statement must parse as one
+query (no INSERT, DDL, SET, COPY, ATTACH ...), and the database itself refuses writes
+(ClickHouse's ``readonly`` setting; for DuckDB, the CLI opens the file read-only).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from warehouse.errors import QueryError
+from warehouse.query import dialects
+from warehouse.store.base import Store
+
+__all__ = ["check_read_only", "run_read_only"]
+
+_WRITES = (
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Merge,
+    exp.Create,
+    exp.Drop,
+    exp.Alter,
+    exp.TruncateTable,
+    exp.Into,
+    exp.Copy,
+    exp.Set,
+    exp.Pragma,
+    exp.Attach,
+    exp.Detach,
+    exp.Use,
+    exp.Command,
+    exp.Transaction,
+)
+# Statements sqlglot keeps as opaque commands that read only; ClickHouse's readonly
+# setting stands behind them.
+_CLICKHOUSE_READS = ("SHOW", "DESCRIBE", "DESC", "EXPLAIN", "EXISTS")
+
+
+def check_read_only(sql: str) -> exp.Expression | None:
+    """The parsed query, or an error naming what is not a plain read.
+
+    Returns None for ClickHouse-only read statements sqlglot cannot model (``SHOW``,
+    ``EXPLAIN`` ...), which only a ClickHouse store may run.
+    """
+    first = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+    if not first:
+        raise QueryError("no SQL given")
+    try:
+        with _quiet_sqlglot():
+            statements = [s for s in sqlglot.parse(sql, read=dialects.WarehouseClickHouse) if s]
+    except sqlglot.errors.ParseError as error:
+        if first in _CLICKHOUSE_READS:
+            return None
+        raise QueryError(f"cannot parse SQL: {str(error).strip().splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise QueryError(f"one statement at a time, got {len(statements)}")
+    [tree] = statements
+    if isinstance(tree, exp.Command) and first in _CLICKHOUSE_READS:
+        return None
+    if isinstance(tree, exp.Describe | exp.Show):
+        return tree
+    for node in tree.walk():
+        if isinstance(node, _WRITES):
+            kind = first if node is tree else node.key.upper()
+            raise QueryError(f"llmwh sql is read-only: {kind} is refused")
+    if not isinstance(tree, exp.Query):
+        raise QueryError(f"llmwh sql is read-only: {first} is refused; write a SELECT")
+    return tree
+
+
+def run_read_only(store: Store, sql: str, parameters: dict[str, Any] | None = None) -> pa.Table:
+    """Run user SQL (ClickHouse dialect) read-only on ``store``; DuckDB gets it transpiled."""
+    tree = check_read_only(sql)
+    dialect = store.capabilities.dialect
+    if dialect == "clickhouse":
+        # The user's own text, so every ClickHouse feature works as written.
+        return store.query_arrow(sql, parameters, settings={"readonly": 1})
+    if tree is None:
+        raise QueryError(f"{sql.split(None, 1)[0].upper()} runs on ClickHouse stores only")
+    return store.query_arrow(dialects.render(tree, dialect), parameters)
+
+
+@contextmanager
+def _quiet_sqlglot() -> Iterator[None]:
+    # sqlglot logs a warning for every statement it keeps as an opaque command; here
+    # that is an answer, not a problem.
+    logger = logging.getLogger("sqlglot")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
