@@ -13,14 +13,16 @@ from typing import Annotated
 import pyarrow as pa
 import typer
 
-from warehouse.config import Config, load_config
+from warehouse import cli_query
+from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
+from warehouse.config import load_config
 from warehouse.errors import (
     ConfigError,
     EmbeddedServerError,
     StoreError,
     WarehouseError,
 )
-from warehouse.store import Store, embedded, open_store
+from warehouse.store import embedded, open_store
 from warehouse.store.cluster import render_for_cluster
 from warehouse.store.migrations import Migrator, iter_plan
 from warehouse.store.retention import sync_ttls
@@ -36,23 +38,8 @@ clickhouse_app = typer.Typer(help="The embedded ClickHouse server.", no_args_is_
 migrate_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 app.add_typer(clickhouse_app, name="clickhouse")
 app.add_typer(migrate_app, name="migrate")
+app.add_typer(cli_query.app)
 
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        help="Store URL (http://host:8123/db, chdb:///path, duckdb:///file.duckdb). "
-        "Default: $LLMWH_STORE, else the embedded server on --data.",
-        show_default=False,
-    ),
-]
-DataOption = Annotated[
-    str | None,
-    typer.Option("--data", help="Data directory of the embedded server [default: ./llmwh-data]"),
-]
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="TOML settings file [default: ./llmwh.toml]")
-]
 HttpPortOption = Annotated[
     int, typer.Option("--http-port", help="HTTP port on 127.0.0.1 (0 picks a free one)")
 ]
@@ -76,18 +63,6 @@ def main() -> None:
     except WarehouseError as exc:
         typer.echo(f"llmwh: error: {exc}", err=True)
         sys.exit(1)
-
-
-def _store_for(config: Config) -> Store:
-    if config.store:
-        return open_store(config.store)
-    info = embedded.server_status(config.data_dir)
-    if info is None:
-        raise ConfigError(
-            f"no --store given and no embedded ClickHouse runs on {config.data_dir}: start one "
-            "with `llmwh clickhouse start` (or `llmwh serve`), or pass --store URL"
-        )
-    return open_store(info.store_url())
 
 
 # -- llmwh clickhouse ... ---------------------------------------------------------------
@@ -152,7 +127,7 @@ def migrate_status(
 ) -> None:
     """List migrations and whether each is applied, pending or changed since."""
     config = load_config(config_file, store=store, data_dir=data)
-    target = _store_for(config)
+    target = store_for(config)
     states = Migrator(target, config).status()
     typer.echo(f"store: {target.url}")
     for state in states:
@@ -171,7 +146,7 @@ def migrate_up(
 ) -> None:
     """Apply pending migrations in order (idempotent), then the TTL settings."""
     config = load_config(config_file, store=store, data_dir=data)
-    target = _store_for(config)
+    target = store_for(config)
     migrator = Migrator(target, config)
     if cluster:
         raise ConfigError(
@@ -200,7 +175,7 @@ def migrate_plan(
 ) -> None:
     """Print the SQL that `migrate up` would run, without running it."""
     config = load_config(config_file, store=store, data_dir=data)
-    migrator = Migrator(_store_for(config), config)
+    migrator = Migrator(store_for(config), config)
     chosen = migrator.migrations if all_migrations else migrator.pending()
     if cluster:
         for statement in _cluster_statements(migrator, cluster, chosen):
@@ -246,7 +221,7 @@ def ingest(
     from warehouse.ingest.events import read_file
 
     config = load_config(config_file, store=store, data_dir=data)
-    target = _store_for(config)
+    target = store_for(config)
     tables = []
     for path in files:
         tables.append(read_file(path))  # its errors name the file, line or row, and field

@@ -148,7 +148,8 @@ class DuckDBStore:
 def open_duckdb(url: StoreURL) -> DuckDBStore:
     """Open (or create) the DuckDB file ``url.path``; an empty path means in memory."""
     with _translated_errors():
-        connection = duckdb.connect(url.path or ":memory:")
+        read_only = dict(url.options).get("read_only", "").lower() in ("1", "true", "yes")
+        connection = duckdb.connect(url.path or ":memory:", read_only=read_only)
         # Not a connect-time config option: ICU, which owns TimeZone, loads after it.
         connection.execute("SET TimeZone = 'UTC'").fetchall()
     return DuckDBStore(connection, url)

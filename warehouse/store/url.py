@@ -81,14 +81,15 @@ def parse_store_url(url: str) -> StoreURL:
         # chdb:///abs/path, chdb://rel/path and duckdb:///x.duckdb all name a file path;
         # an empty path means in memory.
         path = unquote(parts.netloc + parts.path)
-        unknown = sorted({key for key, _ in options} - {"database"})
+        allowed = {"database", "read_only"} if scheme == "duckdb" else {"database"}
+        unknown = sorted({key for key, _ in options} - allowed)
         if unknown:
             raise ConfigError(f"unknown store URL option(s) {', '.join(unknown)} in {url!r}")
         database = dict(options).get("database", DEFAULT_DATABASE)
         _check_database_name(database, url)
         if path and path != ":memory:":
             path = str(Path(path).expanduser())
-        return StoreURL(backend=scheme, database=database, path=path)
+        return StoreURL(backend=scheme, database=database, path=path, options=options)
     raise ConfigError(
         f"unsupported store URL scheme {parts.scheme!r} in {url!r}: "
         "use http, https, clickhouse, chdb or duckdb"

@@ -1,0 +1,373 @@
+"""``llmwh`` query commands: drill, timeseries, sla, sql, root-cause, drift and ab.
+
+Each is a thin shell over a :class:`warehouse.Warehouse` method; results go through
+:mod:`warehouse.render` as a table (with a footer saying where the answer came from),
+JSON, CSV or Parquet.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, BinaryIO
+
+import polars as pl
+import typer
+
+from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
+from warehouse.config import load_config
+from warehouse.connection import Warehouse
+from warehouse.errors import ConfigError
+from warehouse.query.result import Result
+from warehouse.render import FORMATS, footer_to_stderr, write_result
+
+__all__ = ["app"]
+
+app = typer.Typer()
+
+DEFAULT_MEASURES = "count,error_rate,p95_ttft_ms,p95_tpot_ms,p95_e2e_ms"
+
+ByOption = Annotated[
+    list[str] | None,
+    typer.Option("--by", "-b", help="Dimensions to group by, comma-separated or repeated"),
+]
+MeasureOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--measure",
+        "-m",
+        help=f"Measures, comma-separated or repeated [default: {DEFAULT_MEASURES}]",
+    ),
+]
+WhereOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--where",
+        "-w",
+        help="Filter DIMENSION=VALUE[,VALUE...]; repeat for several dimensions",
+    ),
+]
+SinceOption = Annotated[
+    str, typer.Option("--since", help="Start: a duration back from now (15m, 7d) or ISO time")
+]
+UntilOption = Annotated[
+    str | None, typer.Option("--until", help="End (exclusive) [default: now]", show_default=False)
+]
+ThresholdOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--threshold",
+        "-t",
+        help="Per-request limit LATENCY=MS for attainment/goodput, e.g. ttft_ms=200",
+    ),
+]
+ExactOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--exact/--approx",
+        help="Exact percentiles from raw rows, or approximate ones [default: fastest source]",
+        show_default=False,
+    ),
+]
+FormatOption = Annotated[
+    str, typer.Option("--format", "-f", help=f"Output format: {'|'.join(FORMATS)}")
+]
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout")
+]
+
+
+@app.command("drill")
+def drill(
+    by: ByOption = None,
+    measure: MeasureOption = None,
+    where: WhereOption = None,
+    since: SinceOption = "1h",
+    until: UntilOption = None,
+    threshold: ThresholdOption = None,
+    exact: ExactOption = None,
+    order_by: Annotated[
+        str | None, typer.Option("--order-by", help="Column to sort by; -column for descending")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many rows")] = None,
+    include_probes: Annotated[
+        bool, typer.Option("--include-probes", help="Count health-check probes too")
+    ] = False,
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Measures per combination of dimensions, e.g. p95 TTFT by model and region."""
+    with _warehouse(store, data, config_file) as wh:
+        result = wh.drill(
+            by=_list(by),
+            measures=_list(measure) or _list([DEFAULT_MEASURES]),
+            filters=_filters(where),
+            since=since,
+            until=until,
+            thresholds=_thresholds(threshold),
+            exact=exact,
+            include_probes=include_probes,
+            order_by=order_by,
+            limit=limit,
+        )
+        _write(result, fmt, output)
+
+
+@app.command("timeseries")
+def timeseries(
+    measure: MeasureOption = None,
+    by: ByOption = None,
+    interval: Annotated[str, typer.Option("--interval", help="Bucket width (1m, 5m, 1h)")] = "5m",
+    where: WhereOption = None,
+    since: SinceOption = "1h",
+    until: UntilOption = None,
+    threshold: ThresholdOption = None,
+    exact: ExactOption = None,
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Measures per time bucket (a `time` column first), optionally per group."""
+    with _warehouse(store, data, config_file) as wh:
+        result = wh.timeseries(
+            measures=_list(measure) or _list([DEFAULT_MEASURES]),
+            by=_list(by),
+            interval=interval,
+            filters=_filters(where),
+            since=since,
+            until=until,
+            thresholds=_thresholds(threshold),
+            exact=exact,
+        )
+        _write(result, fmt, output)
+
+
+@app.command("sla")
+def sla(
+    slo: Annotated[
+        str,
+        typer.Option(
+            "--slo",
+            help="A shipped SLO (chat-assistant, batch-summarization, "
+            "code-completion) or the path of an SLO TOML file",
+        ),
+    ],
+    by: ByOption = None,
+    where: WhereOption = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Start [default: the SLO's period back from now]"),
+    ] = None,
+    until: UntilOption = None,
+    exact: ExactOption = None,
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Evaluate an SLO: objectives, attainment, compliance, budget and burn rates."""
+    with _warehouse(store, data, config_file) as wh:
+        result = wh.sla(
+            slo, by=_list(by), filters=_filters(where), since=since, until=until, exact=exact
+        )
+        _write(result, fmt, output)
+
+
+@app.command("sql")
+def sql(
+    query: Annotated[
+        str, typer.Argument(help="One read-only query in ClickHouse SQL; - reads stdin")
+    ],
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Run a read-only ClickHouse SQL query (transpiled for DuckDB stores)."""
+    text = sys.stdin.read() if query == "-" else query
+    with _warehouse(store, data, config_file, read_only=True) as wh:
+        _write(wh.sql(text), fmt, output)
+
+
+@app.command("root-cause")
+def root_cause(
+    slo: Annotated[
+        str | None, typer.Option("--slo", help="Take thresholds and scope from this SLO")
+    ] = None,
+    threshold: ThresholdOption = None,
+    dimension: Annotated[
+        list[str] | None,
+        typer.Option("--dimension", "-d", help="Dimensions to search [default: all labels]"),
+    ] = None,
+    where: WhereOption = None,
+    since: SinceOption = "1h",
+    until: UntilOption = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many rows")] = 20,
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Which dimension values carry the bad requests, beyond their share of traffic."""
+    from warehouse.query.root_cause import DEFAULT_DIMENSIONS
+
+    with _warehouse(store, data, config_file) as wh:
+        result = wh.root_cause(
+            slo=slo,
+            thresholds=_thresholds(threshold),
+            dimensions=_list(dimension) or DEFAULT_DIMENSIONS,
+            filters=_filters(where),
+            since=since,
+            until=until,
+            limit=limit,
+        )
+        _write(result, fmt, output)
+
+
+@app.command("drift")
+def drift(
+    measure: Annotated[str, typer.Option("--measure", "-m", help="The measure to watch")] = (
+        "p95_ttft_ms"
+    ),
+    by: ByOption = None,
+    interval: Annotated[str, typer.Option("--interval", help="Window width")] = "5m",
+    baseline: Annotated[int, typer.Option("--baseline", help="Trailing windows")] = 12,
+    alert_after: Annotated[
+        int, typer.Option("--alert-after", help="Consecutive breaching windows that alert")
+    ] = 3,
+    where: WhereOption = None,
+    since: SinceOption = "6h",
+    until: UntilOption = None,
+    threshold: ThresholdOption = None,
+    alerts_only: Annotated[
+        bool, typer.Option("--alerts-only", help="Only the windows that alert")
+    ] = False,
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Each window of a measure against its trailing baseline (z-score and EWMA)."""
+    with _warehouse(store, data, config_file) as wh:
+        result = wh.drift(
+            measure,
+            by=_list(by),
+            interval=interval,
+            filters=_filters(where),
+            since=since,
+            until=until,
+            baseline=baseline,
+            alert_after=alert_after,
+            thresholds=_thresholds(threshold),
+        )
+        if alerts_only:
+            result = Result.of(result.filter(pl.col("alert")), result.plan, result.elapsed_ms)
+        _write(result, fmt, output)
+
+
+@app.command("ab")
+def ab(
+    measure: Annotated[
+        str,
+        typer.Option(
+            "--measure", "-m", help="attainment, error_rate, rejection_rate or p<q>_<latency>"
+        ),
+    ] = "attainment",
+    dimension: Annotated[str, typer.Option("--dimension", "-d", help="The arms")] = "ab_group",
+    a: Annotated[str | None, typer.Option("--a", help="Control arm")] = None,
+    b: Annotated[
+        list[str] | None, typer.Option("--b", help="Arm(s) compared [default: all others]")
+    ] = None,
+    level: Annotated[float, typer.Option("--level", help="Confidence level")] = 0.95,
+    where: WhereOption = None,
+    since: SinceOption = "1h",
+    until: UntilOption = None,
+    threshold: ThresholdOption = None,
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """A/B: each arm against the control, with the difference's confidence interval."""
+    with _warehouse(store, data, config_file) as wh:
+        result = wh.compare_groups(
+            measure,
+            dimension,
+            a=a,
+            b=_list(b) or None,
+            filters=_filters(where),
+            since=since,
+            until=until,
+            thresholds=_thresholds(threshold),
+            level=level,
+        )
+        _write(result, fmt, output)
+
+
+@contextmanager
+def _warehouse(
+    store: str | None, data: str | None, config_file: Path | None, read_only: bool = False
+) -> Iterator[Warehouse]:
+    config = load_config(config_file, store=store, data_dir=data)
+    with Warehouse(store_for(config, read_only=read_only), config) as wh:
+        yield wh
+
+
+def _write(result: pl.DataFrame, fmt: str, output: Path | None) -> None:
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown --format {fmt!r}: use {', '.join(FORMATS)}")
+    footer = result.footer() if isinstance(result, Result) else None
+    if footer is not None and footer_to_stderr(fmt):
+        typer.echo(footer, err=True)
+        footer = None
+    if output is None:
+        _write_to(result, fmt, sys.stdout.buffer, footer)
+        return
+    with output.open("wb") as stream:
+        _write_to(result, fmt, stream, footer)
+
+
+def _write_to(result: pl.DataFrame, fmt: str, stream: BinaryIO, footer: str | None) -> None:
+    try:
+        write_result(result, fmt, stream, footer=footer)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _list(values: list[str] | None) -> list[str]:
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+def _filters(where: list[str] | None) -> dict[str, list[str]]:
+    filters: dict[str, list[str]] = {}
+    for clause in where or []:
+        key, sep, values = clause.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise ConfigError(f"bad --where {clause!r}: expected DIMENSION=VALUE[,VALUE...]")
+        filters.setdefault(key.strip(), []).extend(v.strip() for v in values.split(","))
+    return filters
+
+
+def _thresholds(thresholds: list[str] | None) -> dict[str, float]:
+    limits: dict[str, float] = {}
+    for clause in thresholds or []:
+        key, sep, value = clause.partition("=")
+        try:
+            limits[key.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise ConfigError(f"bad --threshold {clause!r}: expected LATENCY=MILLISECONDS")
+    return limits
