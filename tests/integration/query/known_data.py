@@ -106,3 +106,11 @@ class Oracle:
                 meets |= np.isnan(values)
             good &= meets
         return good.mean(), int(good.sum())
+
+
+def with_columns(table: pa.Table, **columns: object) -> pa.Table:
+    """``table`` with some columns replaced (numpy arrays or Arrow arrays), same schema."""
+    arrays = {name: table.column(name) for name in table.column_names}
+    for name, values in columns.items():
+        arrays[name] = pa.array(values, type=REQUESTS_SCHEMA.field(name).type)
+    return pa.table(arrays).cast(REQUESTS_SCHEMA)
