@@ -1,0 +1,99 @@
+"""The builder: SQL from registry pieces and placeholders, and the plan behind it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from warehouse.errors import QueryError
+from warehouse.query.builder import Question, compile_question
+from warehouse.query.timerange import time_range
+from warehouse.store.base import Capabilities
+
+CLICKHOUSE = Capabilities("clickhouse", *[True] * 8)
+DUCKDB = Capabilities("duckdb", *[False] * 8)
+HOURS = time_range("2026-11-30T00:00Z", "2026-11-30T02:00Z")
+
+
+def compile(caps: Capabilities = CLICKHOUSE, **question):
+    question.setdefault("range", HOURS)
+    question.setdefault("measures", ["count"])
+    return compile_question(Question(**question), caps, "llmwh")
+
+
+def test_values_are_placeholders_never_sql_text():
+    compiled = compile(
+        filters={"tenant": "acme' OR 1=1 --", "region": ["hz", "sh"]},
+        thresholds={"ttft_ms": 200},
+        measures=["attainment"],
+    )
+    assert "acme" not in compiled.sql and "200" not in compiled.sql
+    assert "{f0_0:String}" in compiled.sql and "{limit_ttft_ms:Float64}" in compiled.sql
+    assert compiled.parameters["f0_0"] == "acme' OR 1=1 --"
+    assert compiled.parameters["f1_1"] == "sh"
+    duck = compiled.render("duckdb")
+    assert "$f0_0" in duck and "acme" not in duck
+
+
+def test_percentiles_of_one_column_share_one_pass():
+    compiled = compile(measures=["p50_ttft_ms", "p99_ttft_ms", "p95_e2e_ms"], exact=True)
+    assert compiled.sql.count("quantilesExactInclusive(0.5, 0.99)(toFloat64(ttft_ms))") == 2
+    assert "quantilesExactInclusive(0.95)(toFloat64(e2e_ms))" in compiled.sql
+    assert "QUANTILE_CONT(CAST(ttft_ms AS DOUBLE), [0.5, 0.99])" in compiled.render("duckdb")
+
+
+@pytest.mark.parametrize(
+    ("question", "source"),
+    [
+        ({}, "requests_1h"),
+        ({"range": time_range("2026-11-30T00:05Z", "2026-11-30T02:00Z")}, "requests_1m"),
+        ({"range": time_range("2026-11-30T00:05:30Z", "2026-11-30T02:00Z")}, "requests"),
+        ({"interval": timedelta(minutes=5)}, "requests_1m"),
+        ({"interval": timedelta(hours=2)}, "requests_1h"),
+        ({"interval": timedelta(seconds=30)}, "requests"),
+        ({"by": ["node"]}, "requests"),
+        ({"by": ["attrs['gpu']"]}, "requests"),
+        ({"filters": {"error_class": "timeout"}}, "requests"),
+        ({"measures": ["avg_prompt_tokens"]}, "requests"),
+        ({"measures": ["attainment"], "thresholds": {"ttft_ms": 200}}, "requests_1h"),
+        ({"measures": ["attainment"], "thresholds": {"ttft_ms": 200, "e2e_ms": 900}}, "requests"),
+        ({"measures": ["attainment"]}, "requests_1h"),
+        ({"measures": ["p95_ttft_ms"], "exact": True}, "requests"),
+        ({"measures": ["p95_ttft_ms"], "exact": False}, "requests_1h"),
+    ],
+)
+def test_the_plan_reads_a_rollup_only_when_it_covers_the_question(question, source):
+    assert compile(**question).plan.source == source
+    assert compile(DUCKDB, **question).plan.source == "requests"
+
+
+def test_a_rollup_count_of_good_requests_reads_the_ok_histogram():
+    compiled = compile(measures=["good_count"], thresholds={"tpot_ms": 40})
+    assert "sumMap(tpot_ms_ok_hist)" in compiled.sql
+    # Requests without a TPOT meet a TPOT threshold: ok requests not in the histogram.
+    assert "sum(requests) - sum(errors) - sum(rejections)" in compiled.sql
+
+
+def test_probes_are_left_out_unless_asked_for():
+    assert "NOT is_probe" in compile().sql
+    assert "NOT is_probe" not in compile(include_probes=True).sql
+    assert "NOT is_probe" not in compile(filters={"is_probe": True}).sql
+
+
+@pytest.mark.parametrize(
+    ("question", "message"),
+    [
+        ({"measures": []}, "no measures"),
+        ({"by": ["model", "model"]}, "asked twice"),
+        ({"order_by": "p95_ttft_ms"}, "cannot order by"),
+        ({"limit": 0}, "bad limit"),
+        ({"filters": {"is_probe": "maybe"}}, "bad value"),
+        ({"filters": {"http_status": "5xx"}}, "bad value"),
+        ({"interval": timedelta(milliseconds=1500)}, "whole seconds"),
+        ({"thresholds": {"ttft_ms": float("nan")}, "measures": ["attainment"]}, "positive"),
+    ],
+)
+def test_bad_questions_are_errors(question, message):
+    with pytest.raises(QueryError, match=message):
+        compile(**question)
