@@ -25,15 +25,34 @@ def _cast(type_name: str) -> Callable[[Args], exp.Expression]:
     return lambda args: exp.cast(args[0], exp.DataType.build(type_name, dialect="duckdb"))
 
 
+def _cast_integer(type_name: str) -> Callable[[Args], exp.Expression]:
+    # ClickHouse truncates a float toward zero where DuckDB's CAST rounds.
+    return lambda args: exp.cast(
+        _call("trunc", args[0]), exp.DataType.build(type_name, dialect="duckdb")
+    )
+
+
 def _call(name: str, *args: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
 def _start_of_interval(args: Args) -> exp.Expression:
-    # ClickHouse counts intervals from the Unix epoch; DuckDB's time_bucket counts
-    # from 2000-01-03 unless told otherwise, which shifts buckets such as 7 minutes.
-    epoch = exp.cast(exp.Literal.string("1970-01-01 00:00:00+00"), "TIMESTAMPTZ")
-    return _call("time_bucket", args[1], args[0], epoch)
+    # ClickHouse counts seconds, minutes and days from the Unix epoch, hours from each
+    # midnight and weeks from Mondays; DuckDB's time_bucket counts from 2000-01-03
+    # unless told otherwise, which would shift buckets such as 7 minutes.
+    ts, interval = args[0], args[1]
+    unit = interval.text("unit").upper() if isinstance(interval, exp.Interval) else ""
+    if unit in ("HOUR", "HOURS"):
+        origin: exp.Expression = exp.func("date_trunc", exp.Literal.string("day"), ts.copy())
+    elif unit in ("WEEK", "WEEKS"):
+        origin = _timestamp("1970-01-05 00:00:00+00")  # a Monday
+    else:
+        origin = _timestamp("1970-01-01 00:00:00+00")
+    return _call("time_bucket", interval, ts, origin)
+
+
+def _timestamp(text: str) -> exp.Expression:
+    return exp.cast(exp.Literal.string(text), "TIMESTAMPTZ")
 
 
 def _from_unix_milli(args: Args) -> exp.Expression:
@@ -44,10 +63,10 @@ def _from_unix_milli(args: Args) -> exp.Expression:
 _FUNCTIONS: dict[str, Callable[[Args], exp.Expression]] = {
     "toFloat64": _cast("DOUBLE"),
     "toFloat32": _cast("REAL"),
-    "toInt64": _cast("BIGINT"),
-    "toUInt64": _cast("UBIGINT"),
-    "toInt32": _cast("INTEGER"),
-    "toUInt32": _cast("UINTEGER"),
+    "toInt64": _cast_integer("BIGINT"),
+    "toUInt64": _cast_integer("UBIGINT"),
+    "toInt32": _cast_integer("INTEGER"),
+    "toUInt32": _cast_integer("UINTEGER"),
     "toStartOfInterval": _start_of_interval,
     "fromUnixTimestamp64Milli": _from_unix_milli,
     "toUnixTimestamp64Milli": lambda args: _call("epoch_ms", args[0]),
@@ -86,10 +105,24 @@ def _filtered(aggregate: exp.Expression, condition: exp.Expression) -> exp.Expre
 def _quantile(name: str, levels: Args, args: Args) -> exp.Expression:
     function, many = _QUANTILES[name]
     level = exp.Array(expressions=list(levels)) if many else levels[0]
-    return _call(function, args[0], level)
+    # ClickHouse interpolates in Float64 whatever the column; DuckDB in the column's type.
+    return _call(function, exp.cast(args[0], "DOUBLE"), level)
 
 
 class WarehouseDuckDBGenerator(DuckDBGenerator):
+    def quantile_sql(self, expression: exp.Quantile) -> str:
+        # sqlglot reads ClickHouse's quantile(q)(x), which is approximate, as the exact
+        # discrete QUANTILE of DuckDB.
+        return self.sql(_quantile("quantile", [expression.args["quantile"]], [expression.this]))
+
+    def anonymousaggfunc_sql(self, expression: exp.AnonymousAggFunc) -> str:
+        base = _AGGREGATES.get(expression.name)
+        if base is None:
+            raise QueryError(
+                f"ClickHouse aggregate {expression.name}(...) has no DuckDB translation"
+            )
+        return self.sql(base(list(expression.expressions)))
+
     def anonymous_sql(self, expression: exp.Anonymous) -> str:
         translate = _FUNCTIONS.get(expression.name)
         if translate is None:
