@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from warehouse.errors import QueryError
+from warehouse.model import LABEL_COLUMNS
 from warehouse.query.builder import FilterValue, Question
 from warehouse.query.registry import dimension
 from warehouse.query.result import Result
@@ -30,20 +31,8 @@ from warehouse.store.base import Store
 
 __all__ = ["DEFAULT_DIMENSIONS", "root_cause"]
 
-DEFAULT_DIMENSIONS = (
-    "tenant",
-    "service",
-    "model",
-    "model_version",
-    "region",
-    "zone",
-    "node",
-    "client_app",
-    "client_os",
-    "network",
-    "ab_group",
-    "request_type",
-)
+DEFAULT_DIMENSIONS = LABEL_COLUMNS
+"""Who and where requests came from: every label column of `requests`."""
 
 
 def root_cause(
