@@ -212,6 +212,7 @@ def root_cause(
     since: SinceOption = "1h",
     until: UntilOption = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many rows")] = 20,
+    exact: ExactOption = None,
     fmt: FormatOption = "table",
     output: OutputOption = None,
     store: StoreOption = None,
@@ -230,6 +231,7 @@ def root_cause(
             since=since,
             until=until,
             limit=limit,
+            exact=exact,
         )
         _write(result, fmt, output)
 
@@ -249,6 +251,10 @@ def drift(
     since: SinceOption = "6h",
     until: UntilOption = None,
     threshold: ThresholdOption = None,
+    direction: Annotated[
+        str | None,
+        typer.Option("--direction", help="up, down or both [default: the bad one for the measure]"),
+    ] = None,
     alerts_only: Annotated[
         bool, typer.Option("--alerts-only", help="Only the windows that alert")
     ] = False,
@@ -269,6 +275,7 @@ def drift(
             until=until,
             baseline=baseline,
             alert_after=alert_after,
+            direction=direction,
             thresholds=_thresholds(threshold),
         )
         if alerts_only:

@@ -164,10 +164,15 @@ class Warehouse:
         baseline: int = 12,
         z_threshold: float = 3.0,
         alert_after: int = 3,
+        direction: str | None = None,
         thresholds: Mapping[str, float] | None = None,
         exact: bool | None = None,
     ) -> Result:
-        """Per window: ``measure`` against the trailing ``baseline`` windows (z, EWMA)."""
+        """Per window: ``measure`` against the trailing ``baseline`` windows (z, EWMA).
+
+        ``direction`` is ``up``, ``down`` or ``both``; by default the bad one for the
+        measure (up for latencies and error rates, down for attainment and throughput).
+        """
         return detect_drift(
             self.store,
             time_range(since, until),
@@ -179,6 +184,7 @@ class Warehouse:
             baseline=baseline,
             z_threshold=z_threshold,
             alert_after=alert_after,
+            direction=direction,
             exact=exact,
         )
 
@@ -193,6 +199,7 @@ class Warehouse:
         *,
         min_share: float = 0.01,
         limit: int | None = 20,
+        exact: bool | None = None,
     ) -> Result:
         """The dimension values carrying the most bad requests beyond their traffic share.
 
@@ -211,6 +218,7 @@ class Warehouse:
             filters,
             min_share=min_share,
             limit=limit,
+            exact=exact,
         )
 
     def sql(self, query: str, parameters: dict[str, Any] | None = None) -> pl.DataFrame:

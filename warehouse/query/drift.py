@@ -15,6 +15,7 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 
+from warehouse.errors import QueryError
 from warehouse.query import stats
 from warehouse.query.builder import FilterValue, Question
 from warehouse.query.registry import measure
@@ -51,6 +52,10 @@ def detect_drift(
 ) -> Result:
     """Per window (and group): the value, its baseline, z, EWMA and limits, breach, alert."""
     measure(measure_name)
+    if direction is not None and direction not in stats.DIRECTIONS:
+        raise QueryError(f"bad direction {direction!r}: one of {', '.join(stats.DIRECTIONS)}")
+    if baseline < 2 or alert_after < 1:
+        raise QueryError("the baseline needs at least 2 windows and alerts at least 1")
     by = list(by)
     series = ask(
         store,

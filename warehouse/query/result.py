@@ -16,18 +16,34 @@ class Result(pl.DataFrame):
     """A polars DataFrame that also says how it was computed (:attr:`plan`)."""
 
     plan: Plan
+    """How the main question was answered."""
+    parts: dict[str, Plan]
+    """For answers built from several questions: each part's plan, by what it computed."""
     elapsed_ms: float
 
     @classmethod
-    def of(cls, frame: pl.DataFrame, plan: Plan, elapsed_ms: float = 0.0) -> Result:
+    def of(
+        cls,
+        frame: pl.DataFrame,
+        plan: Plan,
+        elapsed_ms: float = 0.0,
+        parts: dict[str, Plan] | None = None,
+    ) -> Result:
         result = cls(frame)
         result.plan = plan
+        result.parts = dict(parts or {})
         result.elapsed_ms = elapsed_ms
         return result
 
     def footer(self) -> str:
-        """One line for the end of a terminal table: the source and the time taken."""
-        return f"{self.plan.describe()} · {self.elapsed_ms:.0f} ms"
+        """One line for the end of a terminal table: the sources and the time taken."""
+        described: dict[str, list[str]] = {}
+        for label, plan in self.parts.items():
+            described.setdefault(plan.describe(), []).append(label)
+        if len(described) <= 1:
+            return f"{self.plan.describe()} · {self.elapsed_ms:.0f} ms"
+        text = "; ".join(f"{', '.join(labels)}: {d}" for d, labels in described.items())
+        return f"{text} · {self.elapsed_ms:.0f} ms"
 
 
 def normalize(table: pa.Table, columns: Sequence[str] | None = None) -> pl.DataFrame:

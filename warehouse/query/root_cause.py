@@ -50,9 +50,11 @@ def root_cause(
         raise QueryError(f"bad min_share {min_share!r}: expected a share between 0 and 1")
     filters = dict(filters or {})
     names = [dimension(d).name for d in dimensions]
+    if not names:
+        raise QueryError("root cause needs at least one dimension to search")
     frames = []
     elapsed = 0.0
-    plan = None
+    parts = {}
     for name, column in zip(names, dimensions, strict=True):
         answer = ask(
             store,
@@ -66,7 +68,7 @@ def root_cause(
             ),
         )
         elapsed += answer.elapsed_ms
-        plan = plan or answer.plan
+        parts[name] = answer.plan
         frames.append(
             pl.DataFrame(answer).select(
                 pl.lit(name).alias("dimension"),
@@ -100,5 +102,4 @@ def root_cause(
     frame = frame.with_columns(pl.col(pl.Float64).fill_nan(None))
     if limit is not None:
         frame = frame.head(limit)
-    assert plan is not None
-    return Result.of(frame, plan, elapsed)
+    return Result.of(frame, next(iter(parts.values())), elapsed, parts)

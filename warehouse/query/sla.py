@@ -60,6 +60,7 @@ def evaluate(
         ),
     )
     frame = pl.DataFrame(period)
+    parts = {"period": period.plan}
     for name, column in _ok_columns(slo).items():
         objective = slo.objectives[column]
         holds = _holds(pl.col(objective.measure), objective.op, objective.value)
@@ -73,6 +74,7 @@ def evaluate(
             ),
         )
         frame = _join(frame, _compliance(slo, pl.DataFrame(windows), by), by)
+        parts["windows"] = windows.plan
     budget = slo.error_budget
     frame = frame.with_columns((1 - (1 - pl.col("attainment")) / budget).alias("budget_remaining"))
     elapsed = period.elapsed_ms
@@ -80,11 +82,12 @@ def evaluate(
         window = TimeRange(max(time_range.until - length, time_range.since), time_range.until)
         burn = ask(store, Question(measures=["attainment"], range=window, **common))
         elapsed += burn.elapsed_ms
+        parts[f"burn {label}"] = burn.plan
         rate = pl.DataFrame(burn).select(
             *by, ((1 - pl.col("attainment")) / budget).alias(f"burn_rate_{label}")
         )
         frame = _join(frame, rate, by)
-    return Result.of(frame, period.plan, elapsed)
+    return Result.of(frame, period.plan, elapsed, parts)
 
 
 def scoped_filters(slo: SLO, filters: Mapping[str, FilterValue] | None) -> dict[str, FilterValue]:

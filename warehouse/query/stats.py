@@ -236,13 +236,17 @@ def drift(
     ewma_width: float = 3.0,
     alert_after: int = 3,
     direction: str = "up",
+    min_baseline: int | None = None,
 ) -> DriftResult:
     """Flag windows whose value drifts from a trailing baseline.
 
     For window ``i`` the baseline is the last ``baseline`` earlier windows that had a value
     and did not breach: a drift does not become its own baseline, so a sustained shift
-    keeps alerting until it ends. Its mean and sample standard deviation (``ddof=1``)
-    need at least two values, else they, ``z`` and the limits are NaN.
+    keeps alerting until it ends. Windows are scored once the baseline holds
+    ``min_baseline`` values (default: all ``baseline``); before that its mean, sample
+    standard deviation (``ddof=1``), ``z`` and the limits are NaN and nothing breaches. A
+    baseline of two or three windows would be too tight a yardstick: its spread
+    understates the real one, and every later window would breach.
 
     - ``z = (value - mean) / std``; with ``std == 0``, ``z`` is 0 when ``value == mean``,
       else +-inf.
@@ -265,6 +269,9 @@ def drift(
     if alert_after < 1:
         raise ValueError(f"alert_after must be >= 1, got {alert_after!r}")
 
+    needed = baseline if min_baseline is None else min_baseline
+    if not 2 <= needed <= baseline:
+        raise ValueError(f"min_baseline must be between 2 and baseline, got {min_baseline!r}")
     x = np.asarray(values, dtype=np.float64).ravel().copy()
     n = x.size
     mean = np.full(n, np.nan)
@@ -278,7 +285,7 @@ def drift(
     spread_factor = ewma_width * math.sqrt(ewma_alpha / (2.0 - ewma_alpha))
     current = np.nan
     for i in range(n):
-        if len(clean) >= 2:
+        if len(clean) >= needed:
             mean[i] = np.mean(clean)
             std[i] = np.std(clean, ddof=1)
             upper[i] = mean[i] + spread_factor * std[i]

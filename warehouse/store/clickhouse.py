@@ -44,7 +44,9 @@ IN_PROCESS = Capabilities(
 )
 
 _CODE = re.compile(
-    r"Code: (\d+)\. DB::Exception: (.*?)(?: \(([A-Z_]+)\))?(?: \(version [^)]*\))?\s*$", re.S
+    r"Code: (\d+)\. DB::Exception: (.*?)(?: \(([A-Z_]+)\))?(?: \(version [^)]*\))?"
+    r"(?: \(for url [^)]*\))?\s*$",
+    re.S,
 )
 
 

@@ -169,4 +169,6 @@ class _translated_errors:
         if exc is None or not isinstance(exc, duckdb.Error):
             return False
         text = str(exc).strip()
-        raise StoreError(f"DuckDB error: {text}", database_message=text) from exc
+        # DuckDB adds hints ("Did you mean ...") and context on further lines.
+        first = text.splitlines()[0] if text else "no details"
+        raise StoreError(f"DuckDB error: {first}", database_message=text) from exc

@@ -291,15 +291,26 @@ def test_drift_baseline_is_the_trailing_windows_excluding_the_current_one():
     assert result.z[30] == pytest.approx(
         (values[30] - values[18:30].mean()) / values[18:30].std(ddof=1)
     )
-    # The first windows have fewer than two earlier values: no baseline, no verdict.
-    assert np.isnan(result.baseline_mean[:2]).all() and np.isnan(result.z[:2]).all()
-    assert result.baseline_mean[2] == pytest.approx(values[:2].mean())
-    assert not result.breach[:2].any()
+    # Until twelve earlier windows exist there is no baseline, and no verdict.
+    assert np.isnan(result.baseline_mean[:12]).all() and np.isnan(result.z[:12]).all()
+    assert result.baseline_mean[12] == pytest.approx(values[:12].mean())
+    assert not result.breach[:12].any()
+    # min_baseline scores earlier, from fewer windows.
+    early = drift(values, baseline=12, min_baseline=4)
+    assert early.baseline_mean[4] == pytest.approx(values[:4].mean())
+    assert np.isnan(early.baseline_mean[3])
+
+
+def test_drift_a_baseline_of_a_few_close_windows_is_not_a_yardstick():
+    # Two windows that happen to agree closely would make every later window "breach".
+    values = np.array([100.0, 100.1] + [100.0 + d for d in (3, -2, 4, -3, 2, -4, 3, -1) * 4])
+    assert not drift(values, baseline=12, direction="both").breach.any()
+    assert drift(values, baseline=12, min_baseline=2, direction="both").alert.any()
 
 
 def test_drift_ewma_recursion_and_limits():
     values = np.array([10.0, 12.0, 11.0, 13.0])
-    result = drift(values, ewma_alpha=0.5, ewma_width=2.0)
+    result = drift(values, ewma_alpha=0.5, ewma_width=2.0, min_baseline=2)
     assert result.ewma.tolist() == [10.0, 11.0, 11.0, 12.0]
     spread = 2.0 * result.baseline_std[3] * math.sqrt(0.5 / 1.5)
     assert result.ewma_upper[3] == pytest.approx(result.baseline_mean[3] + spread)
@@ -308,7 +319,7 @@ def test_drift_ewma_recursion_and_limits():
 
 def test_drift_nan_windows_carry_the_ewma_and_leave_the_baseline():
     values = np.array([np.nan, 10.0, 12.0, np.nan, 11.0, 10.0])
-    result = drift(values, ewma_alpha=0.5)
+    result = drift(values, ewma_alpha=0.5, min_baseline=2)
     assert np.isnan(result.ewma[0])
     assert result.ewma[1:].tolist() == [10.0, 11.0, 11.0, 11.0, 10.5]
     assert result.baseline_mean[5] == pytest.approx(np.mean([10.0, 12.0, 11.0]))
