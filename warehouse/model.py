@@ -21,6 +21,7 @@ __all__ = [
     "REQUESTS_SCHEMA",
     "ROLLUP_DIMENSIONS",
     "ROLLUP_LATENCIES",
+    "SLA_ROLLUP_DIMENSIONS",
     "STATUSES",
     "TOKEN_COLUMNS",
     "bucket_bounds",
@@ -59,6 +60,9 @@ ROLLUP_DIMENSIONS = (
     "is_probe",
 )
 """The dimensions kept by the per-minute and per-hour rollups."""
+
+SLA_ROLLUP_DIMENSIONS = ("tenant", "service", "model", "region", "is_probe")
+"""The dimensions kept by the hourly SLA rollup, the narrowest (and fastest) one."""
 
 LATENCY_COLUMNS = ("queue_ms", "ttft_ms", "e2e_ms", "tpot_ms", "itl_p99_ms")
 ROLLUP_LATENCIES = ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")

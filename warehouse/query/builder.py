@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from warehouse.errors import QueryError
-from warehouse.model import LATENCY_COLUMNS
+from warehouse.model import LATENCY_COLUMNS, ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMENSIONS
 from warehouse.query import dialects
 from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
@@ -42,7 +42,12 @@ HISTOGRAM_ERROR = (
 )
 """The stated error of attainment read from a rollup's histogram of ok latencies."""
 
-_GRAINS = (("requests_1h", timedelta(hours=1)), ("requests_1m", timedelta(minutes=1)))
+_ROLLUPS = (
+    ("requests_sla_1h", timedelta(hours=1), SLA_ROLLUP_DIMENSIONS),
+    ("requests_1h", timedelta(hours=1), ROLLUP_DIMENSIONS),
+    ("requests_1m", timedelta(minutes=1), ROLLUP_DIMENSIONS),
+)
+"""The rollups, narrowest first: a question is answered by the first that covers it."""
 
 FilterValue = str | int | bool | Sequence[str | int | bool]
 
@@ -242,9 +247,10 @@ def _plan(
     thresholds = {column: "0" for column in question.thresholds}
     if any(m.needs_thresholds for m in measures) and good_count(thresholds, rollup=True) is None:
         return raw("the rollups answer attainment for one threshold on queue, TTFT, TPOT or E2E")
-    for table, grain in _GRAINS:
+    used = {d.name for d in dims} | {d.name for d, _ in filters}
+    for table, grain, kept in _ROLLUPS:
         interval_fits = question.interval is None or question.interval % grain == timedelta(0)
-        if question.range.aligned_to(grain) and interval_fits:
+        if question.range.aligned_to(grain) and interval_fits and used <= set(kept):
             return Plan(
                 table,
                 f"range and buckets align to {_grain_name(grain)}",
@@ -262,7 +268,7 @@ def _measure_sql(m: Measure, measures: list[Measure], plan: Plan) -> str:
     if plan.rollup:
         quantiles = f"quantilesTDigestMerge({listed})({m.column}_tdigest)"
     elif plan.percentiles == "exact":
-        quantiles = f"quantilesExactInclusive({listed})(toFloat64({m.column}))"
+        quantiles = f"quantilesExactInclusive({listed})({m.column})"
     else:
         quantiles = f"quantilesTDigest({listed})({m.column})"
     return f"arrayElement({quantiles}, {levels.index(m.level) + 1})"

@@ -55,7 +55,7 @@ class Dimension:
     param_type: str
     """ClickHouse type of its filter values."""
     in_rollup: bool
-    """Whether the rollups keep it."""
+    """Whether the rollups keep it (all keep the SLA dimensions, only some the others)."""
 
 
 _OTHER_DIMENSIONS = {"is_probe": "Bool", "http_status": "UInt16"}

@@ -30,7 +30,7 @@ _CREATE_VIEW = re.compile(
     r"^(CREATE MATERIALIZED VIEW IF NOT EXISTS) (\w+)\.(\w+)(.*)$", re.I | re.S
 )
 _SYSTEM_VIEW = re.compile(r"^SYSTEM (STOP|START) VIEW \w+\.\w+\s*$", re.I)
-_INSERT_SELECT = re.compile(r"^INSERT INTO \w+\.\w+\s*\(.*\)\s*SELECT\b", re.I | re.S)
+_INSERT_SELECT = re.compile(r"^INSERT INTO \w+\.\w+\s*(\(.*\))?\s*SELECT\b", re.I | re.S)
 _ALTER_TABLE = re.compile(r"^(ALTER TABLE) (\w+)\.(\w+)(.*)$", re.I | re.S)
 _ENGINE = re.compile(r"ENGINE\s*=\s*(\w*)MergeTree\b(?:\s*\(([^)]*)\))?", re.I)
 _SHARDING_KEY = re.compile(r"^\s*--\s*sharding_key:\s*(.+?)\s*$", re.M)

@@ -149,7 +149,7 @@ def test_rollups_agree_with_raw_rows_within_the_stated_error(wh, oracle):
     kw = {"since": SINCE, "until": UNTIL, "thresholds": {"ttft_ms": 200.0}}
     fast = wh.drill(["model", "region"], measures, **kw)
     exact = wh.drill(["model", "region"], measures, exact=True, **kw)
-    assert fast.plan.source == "requests_1h" and fast.plan.percentiles == "t-digest"
+    assert fast.plan.source == "requests_sla_1h" and fast.plan.percentiles == "t-digest"
     assert fast.plan.attainment == "histogram"
     assert "rank error" in fast.footer() and "buckets" in fast.footer()
     assert exact.plan.source == "requests"
