@@ -16,7 +16,8 @@ Paths per backend:
   the hour, so the range aligns to no grain and the planner cannot take a rollup; no row
   lies in that extra millisecond, so the rows read are the same.
 * ``rollup`` (ClickHouse only): the aligned range with ``exact`` unset, answered from
-  ``requests_1h``. DuckDB keeps no materialized rollups, so it has the raw path only.
+  the narrowest rollup that covers model x region (``requests_sla_1h``). DuckDB keeps
+  no materialized rollups, so it has the raw path only.
 
 Each query runs once to warm up, then ``--runs`` rounds run every query in turn, so
 that other work on the machine falls on all of them alike; the table's ``others``
@@ -329,7 +330,8 @@ def _settle(warehouses: dict[str, Warehouse]) -> None:
         parts = wh.sql(
             "SELECT table, count() AS parts, sum(rows) AS rows FROM system.parts "
             "WHERE database = {name:String} AND active "
-            "AND table IN ('requests', 'requests_1m', 'requests_1h') GROUP BY table ORDER BY table",
+            "AND table IN ('requests', 'requests_1m', 'requests_1h', 'requests_sla_1h') "
+            "GROUP BY table ORDER BY table",
             database,
         )
         summary = ", ".join(
@@ -406,8 +408,7 @@ def _others_cpu(
 
 
 def _check_plan(name: str, path: Route, result: Result) -> None:
-    source = result.plan.source
-    if path.rollup != source.startswith("requests_1") or (not path.rollup and source != "requests"):
+    if path.rollup != result.plan.rollup:
         sys.exit(f"{BACKENDS[name]}, {path.name}: unexpected plan: {result.plan.describe()}")
 
 

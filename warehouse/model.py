@@ -25,6 +25,7 @@ __all__ = [
     "STATUSES",
     "TOKEN_COLUMNS",
     "bucket_bounds",
+    "histogram_quantiles",
     "histogram_share_below",
     "latency_bucket",
 ]
@@ -143,3 +144,39 @@ def histogram_share_below(histogram: dict[int, int], threshold_ms: float) -> flo
         elif low < threshold_ms:
             below += count * (threshold_ms - low) / (high - low)
     return below / total
+
+
+def histogram_quantiles(
+    offsets: np.ndarray, buckets: np.ndarray, counts: np.ndarray, levels: list[float]
+) -> np.ndarray:
+    """Quantiles of many bucket histograms at once, one row per histogram.
+
+    The histograms come flattened, as Arrow lays out a column of maps: histogram ``g``
+    holds ``buckets[offsets[g]:offsets[g + 1]]`` (sorted) with their ``counts``. For
+    level ``q`` the rank is ``q * (n - 1)``, as for linear interpolation between order
+    statistics; the value is read from the bucket holding the order statistic at the
+    rank's floor, values taken as spread evenly within the bucket. So the answer lies in
+    the same 2%-wide bucket as that order statistic, next to the exact percentile.
+    Empty histograms give NaN.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.float64)
+    buckets = np.asarray(buckets, dtype=np.int64)
+    result = np.full((len(offsets) - 1, len(levels)), np.nan)
+    if counts.size == 0:
+        return result
+    running = np.cumsum(counts)
+    before = np.concatenate(([0.0], running))[offsets]  # count ahead of each histogram
+    totals = before[1:] - before[:-1]
+    filled = totals > 0
+    low = np.where(buckets == 0, 0.0, BUCKET_MIN_MS * BUCKET_GROWTH ** (buckets - 1.0))
+    high = BUCKET_MIN_MS * BUCKET_GROWTH ** buckets.astype(np.float64)
+    for column, q in enumerate(levels):
+        rank = q * (totals - 1)
+        target = before[:-1] + np.floor(rank)
+        index = np.searchsorted(running, target[filled], side="right")
+        ahead = np.where(index > 0, running[np.maximum(index - 1, 0)], 0.0)
+        within = (before[:-1][filled] + rank[filled] - ahead + 0.5) / counts[index]
+        share = np.clip(within, 0.0, 1.0)
+        result[filled, column] = low[index] + share * (high[index] - low[index])
+    return result

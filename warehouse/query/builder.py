@@ -23,6 +23,7 @@ from warehouse.store.base import Capabilities
 
 __all__ = [
     "HISTOGRAM_ERROR",
+    "HISTOGRAM_PERCENTILE_ERROR",
     "TDIGEST_ERROR",
     "Compiled",
     "Plan",
@@ -41,6 +42,11 @@ HISTOGRAM_ERROR = (
     "from 2%-wide latency buckets: off by at most the share of requests in the threshold's bucket"
 )
 """The stated error of attainment read from a rollup's histogram of ok latencies."""
+
+HISTOGRAM_PERCENTILE_ERROR = (
+    "from 2%-wide latency buckets: within the bucket of the order statistic next to the exact value"
+)
+"""The stated error of percentiles read from a rollup's latency histogram."""
 
 _ROLLUPS = (
     ("requests_sla_1h", timedelta(hours=1), SLA_ROLLUP_DIMENSIONS),
@@ -82,7 +88,8 @@ class Plan:
     """``requests`` (raw rows), ``requests_1m`` or ``requests_1h`` (rollups)."""
     reason: str
     percentiles: str
-    """``exact``, ``t-digest`` or ``none`` (no percentile asked)."""
+    """``exact``, ``t-digest`` (raw rows, approximate), ``histogram`` (a rollup's latency
+    buckets) or ``none`` (no percentile asked)."""
     attainment: str = "none"
     """``exact``, ``histogram`` (a rollup's latency buckets) or ``none`` (not asked)."""
 
@@ -95,6 +102,8 @@ class Plan:
         text = f"source: {kind} ({self.reason})"
         if self.percentiles == "t-digest":
             text += f"; percentiles {TDIGEST_ERROR}"
+        if self.percentiles == "histogram":
+            text += f"; percentiles {HISTOGRAM_PERCENTILE_ERROR}"
         if self.attainment == "histogram":
             text += f"; attainment {HISTOGRAM_ERROR}"
         return text
@@ -108,6 +117,13 @@ class Compiled:
     parameters: dict[str, Any]
     plan: Plan
     columns: tuple[str, ...]
+    """The result's columns."""
+    sql_columns: tuple[str, ...] = ()
+    """The columns the SQL returns, when they differ from :attr:`columns`."""
+    histograms: tuple[tuple[str, str, float], ...] = ()
+    """Percentiles to read from histogram columns of the SQL: (measure, column, level)."""
+    sort_after: tuple[str, int | None] | None = None
+    """``(order_by, limit)`` to apply after the histograms are read."""
 
     def render(self, dialect: str) -> str:
         return dialects.transpile(self.sql, dialect)
@@ -147,7 +163,12 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
     for dim in dims:
         select.append(f'{dim.sql} AS "{dim.name}"')
         group.append(f'"{dim.name}"')
-    select += [f"{_measure_sql(m, measures, plan)} AS {m.name}" for m in measures]
+    # From a rollup, percentiles are read from the merged latency histograms after the
+    # query (see Compiled.histograms): the SQL returns one histogram per latency column.
+    in_sql = [m for m in measures if not (plan.rollup and m.is_percentile)]
+    select += [f"{_measure_sql(m, measures, plan)} AS {m.name}" for m in in_sql]
+    histograms = {m.column: f"_hist_{m.column}" for m in measures if m not in in_sql}
+    select += [f"sumMap({column}_hist) AS {alias}" for column, alias in histograms.items()]
 
     where = _conditions(
         filters, question.include_probes or "is_probe" in question.filters, parameters
@@ -157,21 +178,38 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
     sql = f"SELECT {', '.join(select)} FROM {table} WHERE {' AND '.join(where)}"
     if group:
         sql += f" GROUP BY {', '.join(group)}"
-    columns = tuple(
-        ["time"] * (question.interval is not None)
-        + [d.name for d in dims]
-        + [m.name for m in measures]
+    keys = ["time"] * (question.interval is not None) + [d.name for d in dims]
+    columns = tuple(keys + [m.name for m in measures])
+    sql_columns = tuple(keys + [m.name for m in in_sql] + list(histograms.values()))
+    if question.limit is not None and (not isinstance(question.limit, int) or question.limit < 1):
+        raise QueryError(f"bad limit {question.limit!r}: expected a positive whole number")
+    order = _order(question, columns, group)
+    sorted_later = (
+        question.order_by is not None and question.order_by.lstrip("-") not in sql_columns
     )
-    sql += _order(question, columns, group)
-    if question.limit is not None:
-        if not isinstance(question.limit, int) or question.limit < 1:
-            raise QueryError(f"bad limit {question.limit!r}: expected a positive whole number")
+    if sorted_later:
+        order = f" ORDER BY {', '.join(group)}" if group else ""
+    sql += order
+    if question.limit is not None and not sorted_later:
         sql += f" LIMIT {int(question.limit)}"
     if GOOD_COUNT in sql:
         sql = sql.replace(GOOD_COUNT, good_count(thresholds, plan.rollup) or "")
     if "{seconds:Float64}" in sql:
         parameters["seconds"] = span.total_seconds()
-    return Compiled(sql, parameters, plan, columns)
+    percentiles = tuple(
+        (m.name, histograms[m.column], m.level)
+        for m in measures
+        if m.column in histograms and m.level is not None
+    )
+    return Compiled(
+        sql,
+        parameters,
+        plan,
+        columns,
+        sql_columns,
+        percentiles,
+        (question.order_by, question.limit) if sorted_later else None,
+    )
 
 
 def compile_values(
@@ -192,7 +230,7 @@ def compile_values(
         f"SELECT toFloat64({column}) AS value FROM {_quote(database)}.requests "
         f"WHERE {' AND '.join(where)}"
     )
-    return Compiled(sql, parameters, Plan("requests", "raw values", "none"), ("value",))
+    return Compiled(sql, parameters, Plan("requests", "raw values", "none"), ("value",), ("value",))
 
 
 def _conditions(
@@ -254,7 +292,7 @@ def _plan(
             return Plan(
                 table,
                 f"range and buckets align to {_grain_name(grain)}",
-                "t-digest" if has_percentiles else "none",
+                "histogram" if has_percentiles else "none",
                 "histogram" if has_attainment else "none",
             )
     return raw("the range or the buckets do not align to whole minutes")
@@ -265,9 +303,7 @@ def _measure_sql(m: Measure, measures: list[Measure], plan: Plan) -> str:
         return m.rollup if plan.rollup else m.raw  # type: ignore[return-value]
     levels = sorted({x.level for x in measures if x.column == m.column and x.level is not None})
     listed = ", ".join(repr(level) for level in levels)
-    if plan.rollup:
-        quantiles = f"quantilesTDigestMerge({listed})({m.column}_tdigest)"
-    elif plan.percentiles == "exact":
+    if plan.percentiles == "exact":
         quantiles = f"quantilesExactInclusive({listed})({m.column})"
     else:
         quantiles = f"quantilesTDigest({listed})({m.column})"

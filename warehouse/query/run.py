@@ -7,7 +7,9 @@ import time
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from warehouse.model import histogram_quantiles
 from warehouse.query.builder import Compiled, Question, compile_question
 from warehouse.query.result import Result, normalize
 from warehouse.store.base import Store
@@ -27,14 +29,43 @@ def execute(store: Store, compiled: Compiled) -> Result:
     sql = compiled.render(store.capabilities.dialect)
     started = time.perf_counter()
     table = store.query_arrow(sql, _used(compiled))
+    frame = normalize(_read_histograms(table, compiled), compiled.columns)
+    if compiled.sort_after is not None:
+        order_by, limit = compiled.sort_after
+        frame = frame.sort(
+            order_by.lstrip("-"), descending=order_by.startswith("-"), nulls_last=True
+        )
+        frame = frame.head(limit) if limit is not None else frame
     elapsed_ms = (time.perf_counter() - started) * 1000
-    return Result.of(normalize(table, compiled.columns), compiled.plan, elapsed_ms)
+    return Result.of(frame, compiled.plan, elapsed_ms)
 
 
 def fetch_values(store: Store, compiled: Compiled) -> np.ndarray:
     """The single column of a values query as a float64 numpy array."""
     table = store.query_arrow(compiled.render(store.capabilities.dialect), _used(compiled))
     return table.column(0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+def _read_histograms(table: pa.Table, compiled: Compiled) -> pa.Table:
+    """The result's columns: percentiles read from the histogram columns, in order."""
+    if not compiled.histograms:
+        return table
+    table = table.rename_columns(list(compiled.sql_columns))
+    read: dict[str, pa.Array] = {}
+    for column in dict.fromkeys(hist for _, hist, _ in compiled.histograms):
+        asked = [(name, level) for name, hist, level in compiled.histograms if hist == column]
+        maps = table.column(column).combine_chunks()
+        values = histogram_quantiles(
+            maps.offsets.to_numpy(),
+            maps.keys.to_numpy(zero_copy_only=False),
+            maps.items.to_numpy(zero_copy_only=False),
+            [level for _, level in asked],
+        )
+        for index, (name, _) in enumerate(asked):
+            read[name] = pa.array(values[:, index], pa.float64(), from_pandas=True)
+    return pa.table(
+        {name: read[name] if name in read else table.column(name) for name in compiled.columns}
+    )
 
 
 def _used(compiled: Compiled) -> dict[str, Any]:
