@@ -175,7 +175,7 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
     )
 
     table = f"{_quote(database)}.{plan.source}"
-    sql = f"SELECT {', '.join(select)} FROM {table} WHERE {' AND '.join(where)}"
+    sql = f"SELECT {', '.join(select)} FROM {table} {where}"
     if group:
         sql += f" GROUP BY {', '.join(group)}"
     keys = ["time"] * (question.interval is not None) + [d.name for d in dims]
@@ -225,29 +225,33 @@ def compile_values(
     checked = [(dimension(name), _values(name, value)) for name, value in filters.items()]
     parameters: dict[str, Any] = {"since_ms": time_range.since_ms, "until_ms": time_range.until_ms}
     where = _conditions(checked, include_probes or "is_probe" in filters, parameters)
-    where.append(f"{column} IS NOT NULL")
     sql = (
         f"SELECT toFloat64({column}) AS value FROM {_quote(database)}.requests "
-        f"WHERE {' AND '.join(where)}"
+        f"{where} AND {column} IS NOT NULL"
     )
     return Compiled(sql, parameters, Plan("requests", "raw values", "none"), ("value",), ("value",))
 
 
 def _conditions(
     filters: list[tuple[Dimension, list[Any]]], include_probes: bool, parameters: dict[str, Any]
-) -> list[str]:
+) -> str:
+    """``PREWHERE ... WHERE ...`` of a question (the DuckDB rendering merges the two).
+
+    Leaving probes out is the PREWHERE: a one-byte column read first. Left to itself,
+    ClickHouse moves the time range there instead, which for ranges that cover whole
+    parts costs a pass over the 8-byte timestamps and made the SLA report 9% slower.
+    """
     where = [
         "ts >= fromUnixTimestamp64Milli({since_ms:Int64}, 'UTC')",
         "ts < fromUnixTimestamp64Milli({until_ms:Int64}, 'UTC')",
     ]
-    if not include_probes:
-        where.append("NOT is_probe")
+    prewhere = "" if include_probes else "PREWHERE NOT is_probe "
     for index, (dim, values) in enumerate(filters):
         names = [f"f{index}_{i}" for i in range(len(values))]
         parameters.update(zip(names, values, strict=True))
         placeholders = ", ".join(f"{{{name}:{dim.param_type}}}" for name in names)
         where.append(f"{dim.sql} IN ({placeholders})")
-    return where
+    return f"{prewhere}WHERE {' AND '.join(where)}"
 
 
 def _check_names(dims: list[Dimension], measures: list[Measure], timeseries: bool) -> None:

@@ -110,6 +110,17 @@ def _quantile(name: str, levels: Args, args: Args) -> exp.Expression:
 
 
 class WarehouseDuckDBGenerator(DuckDBGenerator):
+    def select_sql(self, expression: exp.Select) -> str:
+        # sqlglot drops ClickHouse's PREWHERE for DuckDB, and its condition with it.
+        prewhere = expression.args.get("prewhere")
+        if prewhere is not None:
+            expression = expression.copy()
+            expression.set("prewhere", None)
+            where = expression.args.get("where")
+            condition = prewhere.this if where is None else exp.and_(prewhere.this, where.this)
+            expression.set("where", exp.Where(this=condition))
+        return super().select_sql(expression)
+
     def quantile_sql(self, expression: exp.Quantile) -> str:
         # sqlglot reads ClickHouse's quantile(q)(x), which is approximate, as the exact
         # discrete QUANTILE of DuckDB.
