@@ -81,7 +81,12 @@ def test_materialized_views_read_and_write_local_tables(rendered, parser):
         if (view := re.search(r"MATERIALIZED VIEW IF NOT EXISTS llmwh\.(\w+)", statement))
         and (view := view.group(1))
     }
-    assert set(views) == {"requests_1m_mv", "requests_1h_mv", "request_parts_seal"}
+    assert set(views) == {
+        "requests_1m_mv",
+        "requests_1h_mv",
+        "requests_sla_1h_mv",
+        "request_parts_seal",
+    }
     minute, hour, seal = (
         views["requests_1m_mv"],
         views["requests_1h_mv"],
@@ -89,6 +94,8 @@ def test_materialized_views_read_and_write_local_tables(rendered, parser):
     )
     assert "TO llmwh.requests_1m_local" in minute and "FROM llmwh.requests_local" in minute
     assert "TO llmwh.requests_1h_local" in hour and "FROM llmwh.requests_1m_local" in hour
+    sla = views["requests_sla_1h_mv"]
+    assert "TO llmwh.requests_sla_1h_local" in sla and "FROM llmwh.requests_1h_local" in sla
     # Parts and requests share the sharding key, so each shard seals its own requests.
     assert "APPEND TO llmwh.requests_local" in seal
     assert "FROM llmwh.request_parts_local" in seal and "FROM llmwh.requests_local" in seal

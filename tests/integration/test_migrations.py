@@ -18,6 +18,7 @@ TABLES = {
     "exemplars",
     "requests_1m",
     "requests_1h",
+    "requests_sla_1h",
     "request_parts",
     "sample_starts",
     "schema_migrations",
