@@ -78,6 +78,9 @@ class Question:
     order_by: str | None = None
     """A dimension or measure to sort by; a leading ``-`` sorts descending."""
     limit: int | None = None
+    keep: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Per grouped dimension, the values to keep; every other value is grouped as
+    ``other`` (to bound the cardinality of exported labels)."""
 
 
 @dataclass(frozen=True)
@@ -160,9 +163,22 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
             f"toDateTime64(toStartOfInterval(ts, INTERVAL {step} SECOND), 3, 'UTC') AS time"
         )
         group.append("time")
-    for dim in dims:
-        select.append(f'{dim.sql} AS "{dim.name}"')
-        group.append(f'"{dim.name}"')
+    for index, dim in enumerate(dims):
+        value = dim.sql
+        if dim.name in question.keep:
+            kept = _values(dim.name, list(question.keep[dim.name]), dim.param_type)
+            names = [f"k{index}_{i}" for i in range(len(kept))]
+            parameters.update(zip(names, kept, strict=True))
+            listed = ", ".join(f"{{{name}:{dim.param_type}}}" for name in names)
+            # Qualified, since the alias repeats the column's name: ClickHouse would read
+            # a bare name as the alias, DuckDB as the column.
+            column = dim.qualified("src")
+            value = f"if({column} IN ({listed}), {column}, 'other')"
+        select.append(f'{value} AS "{dim.name}"')
+        group.append(value if dim.name in question.keep else f'"{dim.name}"')
+    unknown = set(question.keep) - {d.name for d in dims}
+    if unknown:
+        raise QueryError(f"keep names {', '.join(sorted(unknown))}: not a grouped dimension")
     # From a rollup, percentiles are read from the merged latency histograms after the
     # query (see Compiled.histograms): the SQL returns one histogram per latency column.
     in_sql = [m for m in measures if not (plan.rollup and m.is_percentile)]
@@ -175,7 +191,7 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
     )
 
     table = f"{_quote(database)}.{plan.source}"
-    sql = f"SELECT {', '.join(select)} FROM {table} {where}"
+    sql = f"SELECT {', '.join(select)} FROM {table} AS src {where}"
     if group:
         sql += f" GROUP BY {', '.join(group)}"
     keys = ["time"] * (question.interval is not None) + [d.name for d in dims]
@@ -314,11 +330,11 @@ def _measure_sql(m: Measure, measures: list[Measure], plan: Plan) -> str:
     return f"arrayElement({quantiles}, {levels.index(m.level) + 1})"
 
 
-def _values(name: str, value: FilterValue) -> list[Any]:
+def _values(name: str, value: FilterValue, param_type: str | None = None) -> list[Any]:
     values = list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
     if not values:
         raise QueryError(f"filter {name}: empty list of values")
-    param_type = dimension(name).param_type
+    param_type = param_type or dimension(name).param_type
     checked = []
     for v in values:
         if param_type == "Bool" and isinstance(v, bool):

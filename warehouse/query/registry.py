@@ -57,6 +57,14 @@ class Dimension:
     in_rollup: bool
     """Whether the rollups keep it (all keep the SLA dimensions, only some the others)."""
 
+    def qualified(self, table: str) -> str:
+        """Its SQL with the column qualified by ``table`` (where an alias repeats its name)."""
+        return (
+            self.sql.replace("attrs[", f"{table}.attrs[")
+            if "attrs[" in self.sql
+            else (f"{table}.{self.sql}")
+        )
+
 
 _OTHER_DIMENSIONS = {"is_probe": "Bool", "http_status": "UInt16"}
 _ATTR_KEY = re.compile(
@@ -73,7 +81,8 @@ def dimension(name: str) -> Dimension:
     match = _ATTR_KEY.match(name) if isinstance(name, str) else None
     if match:
         key = match[1] or match[2]
-        return Dimension(key, f"attrs['{key}']", "String", False)
+        # A missing key is '' in ClickHouse and NULL in DuckDB: '' on both.
+        return Dimension(key, f"coalesce(attrs['{key}'], '')", "String", False)
     raise QueryError(
         f"unknown dimension {name!r}; known: {', '.join(dimension_names())}, "
         "or attrs['key'] for a further label"

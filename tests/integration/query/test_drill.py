@@ -250,3 +250,24 @@ def test_an_empty_range_gives_no_groups(wh):
     series = wh.timeseries(["count"], interval="1h", since=SINCE, until=UNTIL)
     assert series["count"].sum() > 0
     assert (series["time"].diff().drop_nulls() == timedelta(hours=1)).all()
+
+
+def test_values_not_kept_are_grouped_as_other(wh, oracle):
+    from warehouse.query.builder import Question
+    from warehouse.query.run import ask
+    from warehouse.query.timerange import time_range
+
+    question = Question(
+        measures=["count", "p50_ttft_ms"],
+        by=["model", "attrs['gpu']"],
+        range=time_range(SINCE, UNTIL),
+        keep={"model": ["alpha"], "gpu": ["a100"]},
+        exact=True,
+    )
+    got = {
+        (r["model"], r["gpu"]): r["count"] for r in ask(wh.store, question).iter_rows(named=True)
+    }
+    alpha = len(oracle.group(model="alpha")["status"])
+    beta = len(oracle.group(model="beta")["status"])
+    # alpha runs on h100 only, beta on a100 only (see known_requests).
+    assert got == {("alpha", "other"): alpha, ("other", "a100"): beta}
