@@ -378,3 +378,61 @@ def _thresholds(thresholds: list[str] | None) -> dict[str, float]:
         if not sep:
             raise ConfigError(f"bad --threshold {clause!r}: expected LATENCY=MILLISECONDS")
     return limits
+
+
+@app.command("export")
+def export(
+    slo: Annotated[
+        list[str],
+        typer.Option("--slo", help="SLOs to export: shipped names or TOML paths (repeat)"),
+    ],
+    by: ByOption = None,
+    listen: Annotated[
+        str, typer.Option("--listen", help="Serve /metrics on HOST:PORT")
+    ] = "127.0.0.1:9202",
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between computations")
+    ] = 30.0,
+    top: Annotated[
+        int, typer.Option("--top", help="Label values kept per dimension; the rest are 'other'")
+    ] = 10,
+    window: Annotated[
+        list[str] | None,
+        typer.Option("--window", help="Windows besides the SLOs' burn windows (repeat)"),
+    ] = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Serve SLA figures (attainment, burn rates, budget, objectives) for Prometheus."""
+    import logging
+    import threading
+
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from warehouse.exporters.sla import DEFAULT_WINDOWS, SLAExporter
+    from warehouse.query import registry
+    from warehouse.query.slo import load_slo
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"bad --listen {listen!r}: expected HOST:PORT")
+    slos = [load_slo(name, validate_measure=registry.measure) for name in _list(slo)]
+    with _warehouse(store, data, config_file) as wh:
+        exporter = SLAExporter(wh, slos, _list(by), _list(window) or DEFAULT_WINDOWS, top)
+        exporter.refresh()
+        metrics = CollectorRegistry()
+        metrics.register(exporter)
+        try:
+            server, _ = start_http_server(int(port), addr=host, registry=metrics)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {listen}: {exc.strerror}") from None
+        typer.echo(f"exporting {', '.join(s.name for s in slos)} on http://{listen}/metrics")
+        stop = threading.Event()
+        try:
+            exporter.run(interval, stop)
+        except KeyboardInterrupt:
+            stop.set()
+        finally:
+            server.shutdown()

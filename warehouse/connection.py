@@ -59,6 +59,7 @@ class Warehouse:
         include_probes: bool = False,
         order_by: str | None = None,
         limit: int | None = None,
+        keep: Mapping[str, Sequence[str]] | None = None,
     ) -> Result:
         """Measures per combination of the ``by`` dimensions over ``[since, until)``.
 
@@ -66,7 +67,8 @@ class Warehouse:
         back from now (``"15m"``, ``"7d"``), ISO 8601 strings or datetimes, in UTC.
         ``thresholds`` (latency column -> ms) define a good request for ``attainment``
         and ``goodput_rps``. ``exact=True`` forces exact percentiles from raw rows;
-        ``result.plan`` says whether a rollup or raw rows answered.
+        ``result.plan`` says whether a rollup or raw rows answered. ``keep`` maps grouped
+        dimensions to the values to keep; the others are grouped as ``other``.
         """
         question = Question(
             measures=list(measures),
@@ -78,6 +80,7 @@ class Warehouse:
             include_probes=include_probes,
             order_by=order_by,
             limit=limit,
+            keep=dict(keep or {}),
         )
         return ask(self.store, question)
 

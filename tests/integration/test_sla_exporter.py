@@ -1,0 +1,143 @@
+"""The SLA exporter: figures computed on an interval, bounded labels, failures shown."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from warehouse import Warehouse
+from warehouse.exporters.sla import SLAExporter
+from warehouse.query.slo import load_slo
+from warehouse.synthetic import synthetic_requests
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = datetime(2026, 11, 2, 12, 0, 30, tzinfo=UTC)  # figures are as of 12:00
+# The shipped chat SLO, for every service of the synthetic traffic.
+SLO = replace(load_slo("chat-assistant"), scope={})
+
+
+@pytest.fixture
+def wh(migrated):
+    start = NOW.replace(second=0) - timedelta(hours=2)
+    migrated.insert_arrow(
+        "requests", synthetic_requests(20_000, seed=4, start=start, span=timedelta(hours=2))
+    )
+    return Warehouse(migrated)
+
+
+def scrape(exporter: SLAExporter) -> dict[str, list]:
+    registry = CollectorRegistry()
+    registry.register(exporter)
+    text = generate_latest(registry).decode()
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def samples(families, name, **labels):
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for s in families.get(name, [])
+        if all(s.labels.get(k) == v for k, v in labels.items())
+    }
+
+
+def exporter_for(wh, **kw) -> SLAExporter:
+    defaults = {"by": ["model"], "windows": ["5m", "1h"], "top": 10}
+    return SLAExporter(wh, [SLO], **{**defaults, **kw}, clock=NOW.timestamp)
+
+
+def test_figures_are_the_query_layers_over_each_window(wh):
+    exporter = exporter_for(wh)
+    exporter.refresh()
+    families = scrape(exporter)
+    slo = SLO
+    until = NOW.replace(second=0)
+    expected = wh.drill(
+        ["model"],
+        ["count", "attainment"],
+        slo.filters(),
+        until - timedelta(hours=1),
+        until,
+        thresholds=slo.thresholds,
+    )
+    got = samples(families, "llmwh_slo_attainment", window="1h")
+    assert len(got) == expected.height > 0
+    for row in expected.iter_rows(named=True):
+        key = (("model", row["model"]), ("slo", "chat-assistant"), ("window", "1h"))
+        assert got[key] == pytest.approx(row["attainment"])
+        burn = samples(families, "llmwh_slo_burn_rate", window="1h")[key]
+        assert burn == pytest.approx((1 - row["attainment"]) / (1 - slo.target))
+    # Every objective of the SLO has a value and a verdict per window and group.
+    objectives = samples(families, "llmwh_slo_objective_met", window="5m")
+    assert {dict(k)["objective"] for k in objectives} == {o.text for o in slo.objectives}
+    assert samples(families, "llmwh_slo_target") == {(("slo", "chat-assistant"),): 0.99}
+    assert samples(families, "llmwh_slo_error_budget_remaining")
+    assert samples(families, "llmwh_exporter_up") == {(("slo", "chat-assistant"),): 1.0}
+
+
+def test_label_values_beyond_the_top_n_become_other(wh):
+    exporter = exporter_for(wh, top=1)
+    exporter.refresh()
+    requests = samples(scrape(exporter), "llmwh_slo_requests", window="1h")
+    models = {dict(k)["model"] for k in requests}
+    assert len(models) == 2 and "other" in models
+    everything = wh.drill(
+        [],
+        ["count"],
+        {},
+        NOW.replace(second=0) - timedelta(hours=1),
+        NOW.replace(second=0),
+    )
+    assert sum(requests.values()) == everything["count"].item()
+
+
+def test_a_scrape_never_queries_the_store(wh, monkeypatch):
+    exporter = exporter_for(wh)
+    exporter.refresh()
+    before = scrape(exporter)
+
+    def unreachable(*args, **kwargs):
+        raise AssertionError("a scrape queried the store")
+
+    monkeypatch.setattr(wh.store, "query_arrow", unreachable)
+    assert scrape(exporter) == before
+
+
+def test_a_failed_computation_drops_the_figures_and_says_so(wh, caplog):
+    exporter = exporter_for(wh)
+    exporter.refresh()
+    assert samples(scrape(exporter), "llmwh_slo_attainment")
+    wh.store.command(f"ALTER TABLE {wh.store.database}.requests RENAME COLUMN ttft_ms TO gone")
+    try:
+        exporter.refresh()
+        families = scrape(exporter)
+        assert not samples(families, "llmwh_slo_attainment")  # stale, not repeated
+        assert samples(families, "llmwh_exporter_up") == {(("slo", "chat-assistant"),): 0.0}
+        assert samples(families, "llmwh_exporter_failures") == {(("slo", "chat-assistant"),): 1.0}
+        assert samples(families, "llmwh_exporter_last_success_timestamp_seconds")
+        assert any("chat-assistant failed" in r.getMessage() for r in caplog.records)
+    finally:
+        wh.store.command(f"ALTER TABLE {wh.store.database}.requests RENAME COLUMN gone TO ttft_ms")
+    exporter.refresh()
+    assert samples(scrape(exporter), "llmwh_slo_attainment")
+
+
+def test_the_shipped_alerting_rules_pass_promtool():
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("LLMWH_REQUIRE_SYSTEM_DEPS"):
+            pytest.fail("promtool is required here (CI) but not installed")
+        pytest.skip("promtool is not installed: `make system-deps` (root) installs prometheus")
+    rules = ROOT / "exporters" / "prometheus" / "alerts.yml"
+    result = subprocess.run(
+        [promtool, "check", "rules", str(rules)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 5 rules found" in result.stdout + result.stderr

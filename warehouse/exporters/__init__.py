@@ -1,0 +1,1 @@
+"""Exporters: SLA figures for Prometheus (:mod:`.sla`); Grafana files live in exporters/."""
