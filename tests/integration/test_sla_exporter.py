@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from warehouse import Warehouse
 from warehouse.exporters.sla import SLAExporter
 from warehouse.query.slo import load_slo
+from warehouse.store import open_store
+from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +148,74 @@ def test_the_shipped_alerting_rules_pass_promtool():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 5 rules found" in result.stdout + result.stderr
+
+
+def test_llmwh_export_serves_the_figures_over_http(embedded_server, tmp_path):
+    url = embedded_server.store_url(f"export_{uuid.uuid4().hex[:10]}")
+    store = open_store(url)
+    try:
+        Migrator(store).up()
+        now = datetime.now(UTC)
+        store.insert_arrow(
+            "requests", synthetic_requests(5_000, seed=9, start=now - timedelta(hours=1))
+        )
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        command = [
+            sys.executable,
+            "-m",
+            "warehouse",
+            "export",
+            "--store",
+            url,
+            "--slo",
+            "chat-assistant",
+            "--by",
+            "model",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--interval",
+            "2",
+        ]
+        process = subprocess.Popen(
+            command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            text = ""
+            deadline = time.monotonic() + 60
+            while "llmwh_exporter_up" not in text and time.monotonic() < deadline:
+                assert process.poll() is None, process.stderr.read().decode()
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                        text = r.read().decode()
+                except OSError:
+                    time.sleep(0.5)
+            assert 'llmwh_exporter_up{slo="chat-assistant"} 1.0' in text
+            assert 'llmwh_slo_target{slo="chat-assistant"} 0.99' in text
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    finally:
+        store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+        store.close()
+
+
+def test_llmwh_export_refuses_a_bad_listen_address(tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "warehouse",
+        "export",
+        "--store",
+        f"duckdb://{tmp_path}/x.duckdb",
+        "--slo",
+        "chat-assistant",
+        "--listen",
+        "nowhere",
+    ]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "llmwh: error: bad --listen 'nowhere': expected HOST:PORT"
+    ]
