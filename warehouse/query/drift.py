@@ -70,12 +70,10 @@ def detect_drift(
         ),
     )
     grid = _time_grid(time_range, interval)
-    groups = pl.DataFrame(series).select(by).unique(maintain_order=True) if by else None
+    frame = pl.DataFrame(series)
+    groups = frame.partition_by(by, as_dict=True, maintain_order=True) if by else {(): frame}
     frames = []
-    for key in groups.iter_rows() if groups is not None else [()]:
-        rows = pl.DataFrame(series)
-        for name, value in zip(by, key, strict=True):
-            rows = rows.filter(pl.col(name).eq_missing(value))
+    for key, rows in groups.items():
         full = grid.join(rows.select("time", measure_name), on="time", how="left")
         result = stats.drift(
             full[measure_name].to_numpy().astype(np.float64),

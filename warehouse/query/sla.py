@@ -17,7 +17,6 @@ For each group of the ``by`` dimensions, over ``[since, until)``:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 
 import polars as pl
@@ -26,13 +25,11 @@ from warehouse.errors import QueryError
 from warehouse.query.builder import FilterValue, Question
 from warehouse.query.result import Result
 from warehouse.query.run import ask
-from warehouse.query.slo import SLO
+from warehouse.query.slo import OPERATORS, SLO
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Store
 
 __all__ = ["evaluate", "scoped_filters"]
-
-_OPERATORS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
 
 
 def evaluate(
@@ -117,7 +114,7 @@ def _ok_columns(slo: SLO) -> dict[str, int]:
 
 
 def _holds(value: pl.Expr, op: str, limit: float) -> pl.Expr:
-    return _OPERATORS[op](value, limit)
+    return OPERATORS[op](value, limit)
 
 
 def _compliance(slo: SLO, windows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
