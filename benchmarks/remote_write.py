@@ -1,6 +1,6 @@
 """Replay pre-built remote-write 1.0 bodies against llmwh, Prometheus and VictoriaMetrics.
 
-    python benchmarks/remote_write.py [--seconds 20] [--connections 4]
+    python benchmarks/remote_write.py [--seconds 20] [--connections 32]
         [--workload low|high|both] [--receivers llmwh,prometheus,victoria-metrics]
         [--max-samples 4000000] [--json]
 
@@ -90,7 +90,9 @@ def main() -> None:
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="send for this long at most")
-    parser.add_argument("--connections", type=int, default=4)
+    # A Prometheus that falls behind raises its shard count (one connection each) up
+    # to max_shards (200 by default), so a receiver under load sees tens of them.
+    parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workload", choices=["low", "high", "both"], default="both")
     parser.add_argument(
         "--receivers", default=",".join(RECEIVERS), help="comma-separated: " + ", ".join(RECEIVERS)
@@ -176,23 +178,26 @@ def _low_series() -> list[bytes]:
 
 
 def _low_lanes(connections: int, bodies_per_lane: int) -> list[list[bytes]]:
-    """Each lane owns a slice of the series; its k-th body is scrape k of that slice."""
+    """Each lane owns a slice of the series and sends its scrapes in order, 500 samples a
+    body, as a Prometheus shard batches its queue: a slice smaller than a body puts
+    several consecutive scrapes in one body."""
     series = _low_series()
     shards = [series[i::connections] for i in range(connections)]
     step_ms = 1000
-    start = int(time.time() * 1000) - bodies_per_lane * step_ms
+    needed = bodies_per_lane * SAMPLES_PER_BODY
     lanes = []
     for shard in shards:
-        lane: list[bytes] = []
-        scrapes = -(-bodies_per_lane * SAMPLES_PER_BODY // len(shard))
-        for k in range(scrapes):
-            ts = start + k * step_ms
-            for offset in range(0, len(shard), SAMPLES_PER_BODY):
-                chunk = shard[offset : offset + SAMPLES_PER_BODY]
-                lane.append(
-                    _body([labels + _sample(random.random() * 1e6, ts) for labels in chunk])
-                )
-        lanes.append(lane[:bodies_per_lane])
+        scrapes = -(-needed // len(shard))
+        start = int(time.time() * 1000) - scrapes * step_ms
+        stream = (
+            labels + _sample(random.random() * 1e6, start + k * step_ms)
+            for k in range(scrapes)
+            for labels in shard
+        )
+        lane = []
+        for _ in range(bodies_per_lane):
+            lane.append(_body([next(stream) for _ in range(SAMPLES_PER_BODY)]))
+        lanes.append(lane)
     return lanes
 
 

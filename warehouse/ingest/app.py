@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import cramjam
 import pyarrow as pa
@@ -41,8 +42,8 @@ from warehouse.errors import (
     StoreUnavailable,
     UnsupportedMediaType,
 )
-from warehouse.ingest import events, remote_write
-from warehouse.ingest.batcher import GroupCommitter
+from warehouse.ingest import events, remote_write, remote_write_native
+from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
 from warehouse.ingest.llm_metrics import load_mapping, request_parts
 from warehouse.ingest.metrics import ReceiverMetrics
@@ -79,7 +80,9 @@ class Receiver:
             max_buffer_bytes=self.config.buffer_bytes,
             linger=self.config.flush_linger_ms / 1000,
             on_flush=self.metrics.observe_flush,
+            insert_bodies=self._insert_bodies if store.capabilities.body_inserts else None,
         )
+        self._native_sql = remote_write_native.insert_sql(store.database)
         self._routes: dict[tuple[str, str], Callable] = {
             ("POST", "/api/v1/write"): self._remote_write,
             ("POST", "/api/v1/requests"): self._events,
@@ -221,21 +224,40 @@ class Receiver:
             )
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.bytes_received.labels("/api/v1/write").inc(len(body))
-        decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
         tenant = self._tenant(scope)
         started = time.perf_counter()
         # Off the event loop, like all CPU work on a body.
-        decoded, parts = await asyncio.to_thread(self._decode_write, body, decode, tenant)
-        self.metrics.decode_seconds.labels("/api/v1/write").observe(time.perf_counter() - started)
-        decoded, too_old = self._within_retention(decoded)
-        # Where the tables do not collapse repeated rows (DuckDB), the body's hash makes a
-        # retried write a no-op instead; ClickHouse's writes stay merged across bodies.
-        token = None
-        if not self.store.capabilities.collapsing_engines:
-            token = _body_token(tenant, body)
-        await self.committer.submit(
-            {**_store_tables(decoded), "request_parts": parts}, dedup_token=token
-        )
+        if proto == V1_PROTO and self.store.capabilities.body_inserts:
+            native = await asyncio.to_thread(_plan_native, body)
+        else:
+            native = None
+        if native is not None:
+            self.metrics.decode_seconds.labels("/api/v1/write").observe(
+                time.perf_counter() - started
+            )
+            outcome = await self.committer.submit_body(
+                Body(native.body, tenant or "", partial(self._decode_alone, native.body, tenant))
+            )
+            if outcome is None:  # ClickHouse decoded it
+                self._count_native(native)
+                await respond(send, 204)
+                return 204
+            decoded, too_old = outcome
+        else:
+            decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
+            decoded, parts = await asyncio.to_thread(self._decode_write, body, decode, tenant)
+            self.metrics.decode_seconds.labels("/api/v1/write").observe(
+                time.perf_counter() - started
+            )
+            decoded, too_old = self._within_retention(decoded)
+            # Where the tables do not collapse repeated rows (DuckDB), the body's hash
+            # makes a retried write a no-op instead; ClickHouse's writes stay merged.
+            token = None
+            if not self.store.capabilities.collapsing_engines:
+                token = _body_token(tenant, body)
+            await self.committer.submit(
+                {**_store_tables(decoded), "request_parts": parts}, dedup_token=token
+            )
         self._count_written(decoded)
         headers = []
         if proto == V2_PROTO:
@@ -263,8 +285,32 @@ class Receiver:
         self, body: bytes, decode: Callable, tenant: str | None
     ) -> tuple[remote_write.DecodedWrite, pa.Table]:
         """Decode a remote-write body, and map its per-request samples to request parts."""
-        decoded = _decode_remote_write(body, decode)
+        decoded = decode(_decompress(body))
         return decoded, request_parts(decoded.series, decoded.samples, self.mapping, tenant)
+
+    def _decode_alone(
+        self, raw: bytes, tenant: str | None
+    ) -> tuple[dict[str, pa.Table], tuple[remote_write.DecodedWrite, int]]:
+        """A 1.0 body ClickHouse would not take with its flush, decoded here instead."""
+        decoded = remote_write.decode_v1(raw)
+        parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant)
+        decoded, too_old = self._within_retention(decoded)
+        return {**_store_tables(decoded), "request_parts": parts}, (decoded, too_old)
+
+    def _insert_bodies(self, tenant: str, bodies: list[bytes]) -> None:
+        """One flush of 1.0 bodies, joined into one WriteRequest, decoded by ClickHouse."""
+        cutoff = _MIN_INT64
+        if self.store.capabilities.ttl:
+            cutoff = int(self._retention_cutoff().timestamp() * 1000)
+        self.store.insert_body(
+            self._native_sql,
+            b"".join(bodies),
+            remote_write_native.insert_parameters(self.mapping, tenant, cutoff),
+            remote_write_native.SETTINGS,
+        )
+
+    def _retention_cutoff(self) -> datetime:
+        return datetime.now(UTC) - timedelta(days=self.config.samples_ttl_days)
 
     def _within_retention(
         self, decoded: remote_write.DecodedWrite
@@ -275,10 +321,7 @@ class Receiver:
         """
         if not self.store.capabilities.ttl:
             return decoded, 0
-        cutoff = pa.scalar(
-            datetime.now(UTC) - timedelta(days=self.config.samples_ttl_days),
-            pa.timestamp("ms", tz="UTC"),
-        )
+        cutoff = pa.scalar(self._retention_cutoff(), pa.timestamp("ms", tz="UTC"))
         kept = {
             name: table.filter(pc.greater_equal(table.column("timestamp"), cutoff))
             for name, table in (
@@ -371,6 +414,10 @@ class Receiver:
         index = table.schema.get_field_index("tenant")
         return table.set_column(index, table.schema.field("tenant"), column)
 
+    def _count_native(self, native: remote_write_native.NativeWrite) -> None:
+        self.metrics.written.labels("samples").inc(native.samples)
+        self.metrics.written.labels("series").inc(native.series)
+
     def _count_written(self, decoded: remote_write.DecodedWrite) -> None:
         self.metrics.written.labels("samples").inc(decoded.samples_written)
         self.metrics.written.labels("histograms").inc(decoded.histograms_written)
@@ -394,12 +441,18 @@ def _store_tables(decoded: remote_write.DecodedWrite) -> dict[str, pa.Table]:
     }
 
 
-def _decode_remote_write(body: bytes, decode: Callable) -> remote_write.DecodedWrite:
+def _decompress(body: bytes) -> bytes:
     try:
-        raw = bytes(cramjam.snappy.decompress_raw(body))
+        return bytes(cramjam.snappy.decompress_raw(body))
     except Exception as exc:  # cramjam raises its own error type for corrupt input
         raise IngestError(f"body is not valid snappy (block format): {exc}") from None
-    return decode(raw)
+
+
+def _plan_native(body: bytes) -> remote_write_native.NativeWrite | None:
+    return remote_write_native.plan(_decompress(body))
+
+
+_MIN_INT64 = -(2**63)
 
 
 _EVENT_DECOMPRESSORS: dict[str, Callable[[bytes], bytes]] = {

@@ -3,7 +3,13 @@
 A write hands over its Arrow tables (keyed by store table name) and awaits. One
 flusher task takes everything that is waiting, concatenates it per table and inserts
 each table once, so ClickHouse gets a few large inserts instead of many small ones;
-then it wakes every writer of that flush with the outcome. A write is acknowledged
+then it wakes every writer of that flush with the outcome.
+
+A write can instead hand over a :class:`Body`: bytes the store decodes itself. The
+bodies of a flush that share a group go to ``insert_bodies`` in one call. When the
+store refuses that call for something in the data, each body of it is decoded on its
+own (``Body.decode``, in Python) and goes the way of Arrow tables, so one bad body
+gets its own error and costs the others nothing. A write is acknowledged
 only after all of its rows are in the store. The buffer (waiting plus in flight) has
 a byte bound: past it, a write is refused with :class:`~warehouse.errors.BufferFull`
 (HTTP 429) rather than queued without limit.
@@ -14,15 +20,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
-from warehouse.errors import BufferFull
+from warehouse.errors import BufferFull, StoreUnavailable
 from warehouse.store.base import Store
 
-__all__ = ["INSERT_ORDER", "FlushStats", "GroupCommitter"]
+__all__ = ["INSERT_ORDER", "Body", "FlushStats", "GroupCommitter"]
 
 INSERT_ORDER = (
     "series",
@@ -37,12 +44,26 @@ INSERT_ORDER = (
 """Tables are written in this order within a flush: a series before its samples."""
 
 
+@dataclass(frozen=True)
+class Body:
+    """A write the store decodes itself (see the module docstring)."""
+
+    data: bytes
+    group: Hashable
+    """Bodies of one group are inserted by one ``insert_bodies(group, [data, ...])`` call."""
+    decode: Callable[[], tuple[Mapping[str, pa.Table], Any]]
+    """Decodes this body alone: its tables, and what ``submit_body`` then returns.
+    Raises :class:`~warehouse.errors.IngestError` for a body that is refused."""
+
+
 @dataclass
 class _Pending:
     tables: Mapping[str, pa.Table]
     nbytes: int
     done: asyncio.Future = field(repr=False)
     dedup_token: str | None = None
+    body: Body | None = None
+    result: Any = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +82,8 @@ class GroupCommitter:
 
     ``linger`` is how long the flusher waits for more writes once one arrives (a few
     milliseconds buy much larger inserts under load); ``max_flush_bytes`` caps one
-    flush. ``on_flush`` is called after every flush.
+    flush and ``concurrency`` is how many flushes may run at once. ``on_flush`` is
+    called after every flush; ``insert_bodies`` inserts a group of :class:`Body`.
     """
 
     def __init__(
@@ -72,8 +94,12 @@ class GroupCommitter:
         max_flush_bytes: int = 64 << 20,
         linger: float = 0.02,
         on_flush: Callable[[FlushStats], None] | None = None,
+        insert_bodies: Callable[[Hashable, list[bytes]], None] | None = None,
+        concurrency: int = 2,
     ):
         self.store = store
+        self.concurrency = concurrency
+        self.insert_bodies = insert_bodies
         self.max_buffer_bytes = max_buffer_bytes
         self.max_flush_bytes = max_flush_bytes
         self.linger = linger
@@ -108,33 +134,67 @@ class GroupCommitter:
         tables = {name: t for name, t in tables.items() if t.num_rows}
         if not tables:
             return
+        await self._enqueue(tables, sum(t.nbytes for t in tables.values()), dedup_token, None)
+
+    async def submit_body(self, body: Body) -> Any:
+        """Write a body the store decodes; returns once it is committed.
+
+        Returns None when the store decoded it, else the second item of what
+        ``body.decode()`` returned. Raises as :meth:`submit` does, and the body's
+        :class:`~warehouse.errors.IngestError` when it was decoded alone and refused.
+        """
+        if self.insert_bodies is None:
+            raise RuntimeError("this group committer takes no bodies (no insert_bodies)")
+        return await self._enqueue({}, len(body.data), None, body)
+
+    async def _enqueue(
+        self,
+        tables: Mapping[str, pa.Table],
+        nbytes: int,
+        dedup_token: str | None,
+        body: Body | None,
+    ) -> Any:
         if self._task is None or self._closing:
             raise RuntimeError("the group committer is not running")
-        nbytes = sum(t.nbytes for t in tables.values())
         if self.buffered_bytes + nbytes > self.max_buffer_bytes and self.buffered_bytes:
             raise BufferFull(
                 f"the ingest buffer holds {self.buffered_bytes:,} of {self.max_buffer_bytes:,} "
                 "bytes; retry after a moment"
             )
-        pending = _Pending(tables, nbytes, asyncio.get_running_loop().create_future(), dedup_token)
+        done = asyncio.get_running_loop().create_future()
+        pending = _Pending(tables, nbytes, done, dedup_token, body)
         self.buffered_bytes += nbytes
         self._queue.append(pending)
         self._wakeup.set()
-        await asyncio.shield(pending.done)
+        return await asyncio.shield(pending.done)
 
     async def _run(self) -> None:
+        # Up to `concurrency` flushes run at once: ClickHouse runs one insert on about
+        # one core, and writes that arrive meanwhile make the next flush larger.
+        slots = asyncio.Semaphore(self.concurrency)
+        flushing: set[asyncio.Task] = set()
+
+        def finished(task: asyncio.Task) -> None:
+            flushing.discard(task)
+            slots.release()
+
         while True:
             await self._wakeup.wait()
             if self.linger and not self._closing:
                 await asyncio.sleep(self.linger)
             self._wakeup.clear()
             while self._queue:
-                batch = self._take_batch()
-                await self._flush(batch)
+                await slots.acquire()
+                task = asyncio.create_task(self._flush(self._take_batch()))
+                flushing.add(task)
+                task.add_done_callback(finished)
             if self._closing:
-                return
+                await asyncio.gather(*flushing)
+                if not self._queue:
+                    return
 
     def _take_batch(self) -> list[_Pending]:
+        """Writes from the head of the queue, within ``max_flush_bytes``."""
         batch, size = [], 0
         while self._queue and (not batch or size + self._queue[0].nbytes <= self.max_flush_bytes):
             pending = self._queue.pop(0)
@@ -145,6 +205,56 @@ class GroupCommitter:
     async def _flush(self, batch: list[_Pending]) -> None:
         started = time.perf_counter()
         nbytes = sum(p.nbytes for p in batch)
+        errors: dict[int, BaseException] = {}
+        try:
+            rows = await self._flush_bodies([p for p in batch if p.body is not None], errors)
+            rows += await self._flush_tables(
+                [p for p in batch if p.tables and id(p) not in errors], errors
+            )
+        finally:
+            self.buffered_bytes -= nbytes
+        for pending in batch:
+            if pending.done.done():
+                continue
+            if id(pending) in errors:
+                pending.done.set_exception(errors[id(pending)])
+            else:
+                pending.done.set_result(pending.result)
+        if self.on_flush is not None:
+            with contextlib.suppress(Exception):
+                self.on_flush(
+                    FlushStats(
+                        writes=len(batch),
+                        rows=rows,
+                        nbytes=nbytes,
+                        seconds=time.perf_counter() - started,
+                        failed=bool(errors),
+                    )
+                )
+
+    async def _flush_bodies(self, batch: list[_Pending], errors: dict[int, BaseException]) -> int:
+        """Insert bodies by group; those of a refused group become tables. Rows: 0
+        (the store counts what it decodes)."""
+        groups: dict[Hashable, list[_Pending]] = {}
+        for pending in batch:
+            groups.setdefault(pending.body.group, []).append(pending)
+        for group, members in groups.items():
+            try:
+                await asyncio.to_thread(self.insert_bodies, group, [p.body.data for p in members])
+            except StoreUnavailable as exc:
+                errors.update((id(p), exc) for p in members)
+            except Exception:  # something in the data: each body on its own
+                for pending in members:
+                    try:
+                        pending.tables, pending.result = await asyncio.to_thread(
+                            pending.body.decode
+                        )
+                    except Exception as exc:
+                        errors[id(pending)] = exc
+        return 0
+
+    async def _flush_tables(self, batch: list[_Pending], errors: dict[int, BaseException]) -> int:
+        """Insert the tables of ``batch``; on failure every write of it gets the error."""
         merged = _merge([p for p in batch if p.dedup_token is None])
         own = [
             (name, table, f"{p.dedup_token}:{name}")
@@ -152,40 +262,19 @@ class GroupCommitter:
             if p.dedup_token is not None
             for name, table in _merge([p])
         ]
-        error: BaseException | None = None
         try:
             for name, table in merged:
                 await asyncio.to_thread(self.store.insert_arrow, name, table)
             for name, table, token in own:
                 await asyncio.to_thread(self.store.insert_arrow, name, table, None, token)
         except Exception as exc:  # the writers get it; the flusher carries on
-            error = exc
-        finally:
-            self.buffered_bytes -= nbytes
-        for pending in batch:
-            if pending.done.done():
-                continue
-            if error is None:
-                pending.done.set_result(None)
-            else:
-                pending.done.set_exception(error)
-        if self.on_flush is not None:
-            with contextlib.suppress(Exception):
-                self.on_flush(
-                    FlushStats(
-                        writes=len(batch),
-                        rows=sum(t.num_rows for _, t in merged)
-                        + sum(t.num_rows for _, t, _ in own),
-                        nbytes=nbytes,
-                        seconds=time.perf_counter() - started,
-                        failed=error is not None,
-                    )
-                )
+            errors.update((id(p), exc) for p in batch)
+        return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)
 
 
 def _merge(batch: list[_Pending]) -> list[tuple[str, pa.Table]]:
     """One table per store table name, in INSERT_ORDER."""
-    names = {name for pending in batch for name in pending.tables}
+    names = {name for p in batch for name, table in p.tables.items() if table.num_rows}
     unknown = names - set(INSERT_ORDER)
     ordered = [n for n in INSERT_ORDER if n in names] + sorted(unknown)
     return [

@@ -24,12 +24,20 @@ import pyarrow.compute as pc
 from warehouse.errors import ConfigError
 from warehouse.model import LABEL_COLUMNS, REQUESTS_SCHEMA
 
-__all__ = ["DEFAULT_MAPPING", "PARTS_SCHEMA", "MetricMapping", "load_mapping", "request_parts"]
+__all__ = [
+    "DEFAULT_MAPPING",
+    "DIMENSIONS",
+    "PARTS_SCHEMA",
+    "RESERVED_LABELS",
+    "MetricMapping",
+    "load_mapping",
+    "request_parts",
+]
 
 DEFAULT_MAPPING = Path(__file__).with_name("llm_metrics.toml")
 
 _TS = pa.timestamp("ms", tz="UTC")
-_DIMENSIONS = (*(c for c in LABEL_COLUMNS if c != "tenant"), "finish_reason")
+DIMENSIONS = (*(c for c in LABEL_COLUMNS if c != "tenant"), "finish_reason")
 _MEASURES = {
     name: REQUESTS_SCHEMA.field(name).type
     for name in (
@@ -46,7 +54,7 @@ _MEASURES = {
 }
 _SPECIAL = {"ts", "error", "http_status"}
 _REJECTIONS = ("rate_limited", "overloaded")
-_RESERVED_LABELS = {"error_class", "tenant"}
+RESERVED_LABELS = {"error_class", "tenant"}
 
 PARTS_SCHEMA = pa.schema(
     [
@@ -55,7 +63,7 @@ PARTS_SCHEMA = pa.schema(
         pa.field("first_ts", _TS, nullable=False),
         pa.field("start_ts", _TS),
         pa.field("received", _TS, nullable=False),
-        *(pa.field(name, pa.string()) for name in _DIMENSIONS),
+        *(pa.field(name, pa.string()) for name in DIMENSIONS),
         pa.field("status_rank", pa.uint8(), nullable=False),
         pa.field("error_class", pa.string()),
         pa.field("http_status", pa.uint16()),
@@ -145,7 +153,7 @@ def request_parts(
         "first_ts": rows.column("timestamp"),
         "start_ts": pc.cast(pc.cast(start_ms, pa.int64()), _TS),
         "received": received,
-        **{name: _label(labels, name) for name in _DIMENSIONS},
+        **{name: _label(labels, name) for name in DIMENSIONS},
         "status_rank": rank,
         "error_class": pc.if_else(failed, error_class, pa.nulls(n, pa.string())),
         "http_status": where("http_status", pa.uint16()),
@@ -172,7 +180,7 @@ def _attrs(labels: pa.MapArray, request_id_label: str) -> pa.MapArray:
     first, last = int(offsets[0]), int(offsets[-1])
     keys = labels.keys.slice(first, last - first)
     items = labels.items.slice(first, last - first)
-    drop = {request_id_label, *_DIMENSIONS, *_RESERVED_LABELS}
+    drop = {request_id_label, *DIMENSIONS, *RESERVED_LABELS}
     keep = pc.invert(pc.is_in(keys, pa.array(sorted(drop)))).to_numpy(zero_copy_only=False)
     kept_before = np.concatenate([[0], np.cumsum(keep)])
     new_offsets = kept_before[offsets - first].astype(np.int32)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from warehouse.errors import BufferFull, StoreError
-from warehouse.ingest.batcher import GroupCommitter
+from warehouse.errors import BufferFull, IngestError, StoreError, StoreUnavailable
+from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
 
@@ -138,3 +138,64 @@ def test_closing_flushes_what_is_waiting(store):
 
     asyncio.run(scenario())
     assert count(store) == 4
+
+
+class BodySink:
+    """Stands in for ClickHouse decoding bodies: records each group insert, or refuses it."""
+
+    def __init__(self, refuse_with: Exception | None = None):
+        self.inserts: list[tuple[str, list[bytes]]] = []
+        self.refuse_with = refuse_with
+
+    def __call__(self, group, bodies):
+        if self.refuse_with is not None:
+            raise self.refuse_with
+        self.inserts.append((group, bodies))
+
+
+def decodes_to(name: str, *, refused: bool = False):
+    def decode():
+        if refused:
+            raise IngestError(f"{name}: no __name__ label")
+        return {"metric_metadata": metadata_rows(name)}, f"decoded {name}"
+
+    return decode
+
+
+def test_bodies_of_a_group_share_one_insert_per_flush(store):
+    sink = BodySink()
+    committer = GroupCommitter(store, linger=0.05, insert_bodies=sink)
+    bodies = [
+        Body(f"b{i}".encode(), "tenant-a" if i < 3 else "tenant-b", decodes_to(f"b{i}"))
+        for i in range(5)
+    ]
+    results = asyncio.run(run(committer, *(committer.submit_body(b) for b in bodies)))
+    assert results == [None] * 5  # decoded by the store: nothing to report
+    assert sorted(sink.inserts) == [
+        ("tenant-a", [b"b0", b"b1", b"b2"]),
+        ("tenant-b", [b"b3", b"b4"]),
+    ]
+    assert count(store) == 0  # nothing went the Arrow way
+
+
+def test_a_refused_group_is_decoded_body_by_body_and_only_the_bad_one_fails(store):
+    sink = BodySink(refuse_with=StoreError("a series of this flush needs the Python decoder"))
+    committer = GroupCommitter(store, linger=0.05, insert_bodies=sink)
+    bodies = [
+        Body(b"good-1", "", decodes_to("good_1")),
+        Body(b"bad", "", decodes_to("bad", refused=True)),
+        Body(b"good-2", "", decodes_to("good_2")),
+    ]
+    results = asyncio.run(run(committer, *(committer.submit_body(b) for b in bodies)))
+    assert results[0] == "decoded good_1" and results[2] == "decoded good_2"
+    assert isinstance(results[1], IngestError)
+    assert count(store) == 2
+
+
+def test_an_unreachable_store_fails_the_group_without_decoding_it(store):
+    sink = BodySink(refuse_with=StoreUnavailable("connection refused"))
+    committer = GroupCommitter(store, linger=0.05, insert_bodies=sink)
+    body = Body(b"x", "", decodes_to("never"))
+    [result] = asyncio.run(run(committer, committer.submit_body(body)))
+    assert isinstance(result, StoreUnavailable)
+    assert count(store) == 0
