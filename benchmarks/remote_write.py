@@ -8,9 +8,9 @@ Bodies are snappy-compressed ``prometheus.WriteRequest``s of 500 samples, built 
 any timing starts, for two workloads:
 
 * ``low``: 2,000 long-lived scrape-like series (node and HTTP metrics with job,
-  instance and pod labels). Each connection owns a quarter of the series, as a
-  Prometheus shard would, and each of its bodies is the next scrape (timestamps +1s),
-  so no receiver sees a sample out of order.
+  instance and pod labels). Each connection owns a slice of the series, as a
+  Prometheus shard would, and sends its scrapes in order (timestamps +1s), so no
+  receiver sees a sample out of order.
 * ``high``: every sample a new series: per-request LLM metrics
   (``llm_request_ttft_seconds`` ...) with a unique ``request_id`` and tenant, model,
   region, zone, service and ab_group labels.

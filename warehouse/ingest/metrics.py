@@ -31,7 +31,8 @@ class ReceiverMetrics:
         )
         self.written = Counter(
             "llmwh_receiver_written",
-            "Elements acknowledged after commit, by kind",
+            "Elements acknowledged after commit, by kind (series: the series of each "
+            "write, counted once per write)",
             ["kind"],
             registry=r,
         )
