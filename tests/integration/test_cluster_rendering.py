@@ -56,7 +56,10 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
         elif m := re.search(r"CREATE TABLE IF NOT EXISTS llmwh\.(\w+) ON CLUSTER c2", statement):
             distributed[m.group(1)] = statement
     # Every table the migrations create, less the bookkeeping one the migrator owns.
-    assert set(local) == set(distributed) == TABLES - {"schema_migrations"}
+    assert set(local) == set(distributed) == TABLES - {"schema_migrations"} | {"remote_write_v1"}
+    # A Null table stays Null on every node: it keeps nothing to replicate.
+    assert "ENGINE = `Null`" in local.pop("remote_write_v1")
+    assert "remote_write_v1_local, cityHash64(id))" in distributed["remote_write_v1"]
     for table, statement in local.items():
         engine = re.search(
             r"ENGINE = (Replicated\w*MergeTree)\('([^']*)', '([^']*)'(.*?)\)\n", statement
@@ -86,7 +89,13 @@ def test_materialized_views_read_and_write_local_tables(rendered, parser):
         "requests_1h_mv",
         "requests_sla_1h_mv",
         "request_parts_seal",
+        "remote_write_v1_samples",
+        "remote_write_v1_series",
+        "remote_write_v1_request_parts",
     }
+    for target in ("samples", "series", "request_parts"):
+        view = views[f"remote_write_v1_{target}"]
+        assert f"TO llmwh.{target}_local" in view and "FROM llmwh.remote_write_v1_local" in view
     minute, hour, seal = (
         views["requests_1m_mv"],
         views["requests_1h_mv"],

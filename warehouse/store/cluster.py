@@ -9,6 +9,10 @@ For cluster ``c`` every MergeTree table ``db.t`` becomes
   splits inserts between shards by the key named in the file's ``-- sharding_key:``
   line and answers queries over all of them.
 
+A Null table (an insert target whose views do the work) becomes a Null ``t_local``
+on every node behind the same Distributed ``t``: an insert reaches the shard that
+owns each row, and that shard's views fill its local tables.
+
 Materialized views read and write the local tables, so each shard rolls up its own
 rows and the Distributed rollup tables merge the states across shards at query time.
 The ``{shard}`` and ``{replica}`` macros come from each server's configuration.
@@ -33,6 +37,7 @@ _SYSTEM_VIEW = re.compile(r"^SYSTEM (STOP|START) VIEW \w+\.\w+\s*$", re.I)
 _INSERT_SELECT = re.compile(r"^INSERT INTO \w+\.\w+\s*(\(.*\))?\s*SELECT\b", re.I | re.S)
 _ALTER_TABLE = re.compile(r"^(ALTER TABLE) (\w+)\.(\w+)(.*)$", re.I | re.S)
 _ENGINE = re.compile(r"ENGINE\s*=\s*(\w*)MergeTree\b(?:\s*\(([^)]*)\))?", re.I)
+_NULL_ENGINE = re.compile(r"ENGINE\s*=\s*Null\b", re.I)
 _SHARDING_KEY = re.compile(r"^\s*--\s*sharding_key:\s*(.+?)\s*$", re.M)
 _COLUMN_CHANGE = re.compile(r"^\s*(ADD|DROP|MODIFY|RENAME|COMMENT) COLUMN\b", re.I)
 
@@ -54,7 +59,8 @@ def render_for_cluster(
     sharded = {
         match.group(3)
         for statement in map(_strip_comments, context if context is not None else statements)
-        if (match := _CREATE_TABLE.match(statement)) and _ENGINE.search(statement)
+        if (match := _CREATE_TABLE.match(statement))
+        and (_ENGINE.search(statement) or _NULL_ENGINE.search(statement))
     }
     rendered: list[str] = []
     for statement, body in zip(statements, code, strict=True):
