@@ -58,16 +58,15 @@ _INPUT = (
     "samples Array(Tuple(value Float64, timestamp Int64))))"
 )
 
-# Per series `t` of the whole flush (one input row): would the Python decoder refuse
-# it, or does it hold a sample the retention would drop?
-_REFUSED = """arrayExists(t ->
-        NOT arrayExists(l -> l.name = '__name__' AND l.value != '', t.labels)
-        OR arrayExists(l -> l.name = '' AND l.value != '', t.labels)
-        OR arrayExists(l -> NOT isValidUTF8(l.name) OR NOT isValidUTF8(l.value), t.labels)
-        OR length(arrayDistinct(arrayMap(l -> l.name, arrayFilter(l -> l.value != '', t.labels))))
-           != length(arrayFilter(l -> l.value != '', t.labels))
-        OR arrayExists(s -> s.timestamp < {cutoff_ms:Int64}, t.samples),
-    timeseries)"""
+# Over every series of the whole flush (one input row): would the Python decoder
+# refuse one (no metric name, an empty or duplicate label name; upb has checked the
+# structure and UTF-8 already), or does one hold a sample the retention would drop?
+_REFUSED = """arrayExists(names ->
+        NOT has(names, '__name__') OR has(names, '')
+        OR length(arrayDistinct(names)) != length(names),
+        arrayMap(t -> arrayFilter((n, v) -> v != '', t.labels.name, t.labels.value), timeseries))
+    OR arrayExists(t -> arrayExists(ms -> ms < {cutoff_ms:Int64}, t.samples.timestamp),
+        timeseries)"""
 
 REFUSED_MESSAGE = "llmwh: a series of this flush needs the Python decoder"
 
@@ -139,9 +138,8 @@ def plan(body: bytes) -> NativeWrite | None:
     corrupt body is refused here, on its own, with a 400 naming the problem.
     """
     try:
-        proto.V1.WriteRequest.FromString(body)
+        full = proto.V1.WriteRequest.FromString(body)
         totals = proto.V1_TOTALS.WriteRequest.FromString(body)
-        series = proto.V1_SPLIT.WriteRequest.FromString(body)
     except DecodeError as exc:
         raise IngestError(
             f"the body is not a valid prometheus.WriteRequest protobuf message: {exc}"
@@ -149,4 +147,4 @@ def plan(body: bytes) -> NativeWrite | None:
     ts = totals.timeseries
     if len(totals.metadata) or len(ts.exemplars) or len(ts.histograms):
         return None
-    return NativeWrite(body, len(ts.samples), len(series.timeseries))
+    return NativeWrite(body, len(ts.samples), len(full.timeseries))
