@@ -41,6 +41,8 @@ class Config:
     """Byte bound of the ingest buffer (waiting and in-flight rows); above it, HTTP 429."""
     flush_linger_ms: int = 20
     """How long a flush waits for more writes to share it."""
+    flush_concurrency: int = 2
+    """How many flushes may run at once (ClickHouse runs one insert on about one core)."""
     auth_token: str | None = None
     """Bearer token every receiver request must carry (unset: no auth)."""
     basic_auth: str | None = None

@@ -81,6 +81,7 @@ class Receiver:
             linger=self.config.flush_linger_ms / 1000,
             on_flush=self.metrics.observe_flush,
             insert_bodies=self._insert_bodies if store.capabilities.body_inserts else None,
+            concurrency=self.config.flush_concurrency,
         )
         self._native_sql = remote_write_native.insert_sql(store.database)
         self._routes: dict[tuple[str, str], Callable] = {
