@@ -51,6 +51,9 @@ class Config:
     """A request sent as metric parts is sealed into `requests` this long after its last part."""
     seal_every_seconds: int = 5
     """How often sealing runs (ClickHouse: the refresh period of its view)."""
+    seal_window_seconds: int = 300
+    """Sealing groups the parts received this long before the newest one: the parts of
+    one request must arrive within it."""
     metric_mapping: str | None = None
     """TOML file mapping per-request metric names to `requests` columns (default built in)."""
     tenant_header: str | None = None
@@ -66,6 +69,7 @@ class Config:
             **self.ttl_variables(),
             "seal_after_seconds": self.seal_after_seconds,
             "seal_every_seconds": self.seal_every_seconds,
+            "seal_window_seconds": self.seal_window_seconds,
         }
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 
 import cramjam
+import pyarrow as pa
 import pytest
 
 from warehouse.config import Config
+from warehouse.ingest.llm_metrics import PARTS_SCHEMA
 from warehouse.ingest.proto import V1
 from warehouse.store.migrations import Migrator
 
@@ -115,3 +117,45 @@ def test_an_error_part_makes_the_request_an_error(sealing_store, client_for):
         500.0,
         None,
     )
+
+
+def parts(*rows: tuple[str, int]) -> pa.Table:
+    """Request parts (request_id, received ms) with one TTFT each."""
+    n = len(rows)
+    columns = {f.name: pa.nulls(n, f.type) for f in PARTS_SCHEMA}
+    stamps = pa.array([ms for _, ms in rows], pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+    columns.update(
+        tenant=pa.array(["acme"] * n),
+        request_id=pa.array([rid for rid, _ in rows]),
+        first_ts=stamps,
+        received=stamps,
+        status_rank=pa.array([0] * n, pa.uint8()),
+        ttft_ms=pa.array([100.0] * n, pa.float32()),
+        attrs=pa.array([[]] * n, PARTS_SCHEMA.field("attrs").type),
+    )
+    return pa.table(columns, schema=PARTS_SCHEMA)
+
+
+def test_sealing_groups_only_the_window_before_the_newest_part(store, client_for):
+    Migrator(store, SEALING).up()  # seal_window_seconds: 300
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+    store.insert_arrow(
+        "request_parts",
+        parts(("stale", now - 2 * hour), ("recent-a", now - 5_000), ("recent-b", now - 4_000)),
+    )
+    client = client_for(store, seal_after_seconds=1, seal_every_seconds=1)
+    rows = sealed_rows(store, client, expected=2)
+    time.sleep(2)  # a few more refreshes: the stale request stays out
+    rows = sealed_rows(store, client, expected=3, timeout=3)
+    assert [r["request_id"] for r in rows] == ["recent-a", "recent-b"]
+
+
+def test_after_an_outage_the_parts_written_before_it_are_still_sealed(store, client_for):
+    Migrator(store, SEALING).up()
+    hour = 3_600_000
+    old = int(time.time() * 1000) - 3 * hour  # nothing newer came since
+    store.insert_arrow("request_parts", parts(("before-outage", old), ("also", old + 1)))
+    client = client_for(store, seal_after_seconds=1, seal_every_seconds=1)
+    rows = sealed_rows(store, client, expected=2)
+    assert [r["request_id"] for r in rows] == ["also", "before-outage"]
