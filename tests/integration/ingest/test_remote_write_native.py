@@ -16,6 +16,7 @@ import cramjam
 import pytest
 
 from warehouse.config import Config
+from warehouse.errors import StoreUnavailable
 from warehouse.ingest import remote_write_native as native
 from warehouse.ingest.app import Receiver
 from warehouse.ingest.llm_metrics import load_mapping, request_parts
@@ -236,3 +237,32 @@ def test_a_bad_body_in_a_shared_flush_gets_its_400_and_the_others_land(databases
         len(ts.samples) for b in BODIES[1:] for ts in V1.WriteRequest.FromString(b).timeseries
     )
     assert rows(store, "SELECT count() AS n FROM {db}.samples FINAL") == [{"n": expected}]
+
+
+class CommitsThenDrops:
+    """A real store whose first body insert commits, then loses its answer."""
+
+    def __init__(self, store):
+        self.store, self.dropped = store, False
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def insert_body(self, sql, body, parameters=None, settings=None):
+        self.store.insert_body(sql, body, parameters, settings)
+        if not self.dropped:
+            self.dropped = True
+            raise StoreUnavailable("connection reset after commit (simulated)")
+
+
+def test_a_retry_after_a_lost_answer_leaves_every_figure_as_if_written_once(databases, client_for):
+    store, _ = databases
+    client = client_for(CommitsThenDrops(store))
+    payload = bytes(cramjam.snappy.compress_raw(BODIES[1]))
+    headers = {"content_type": "application/x-protobuf", "content_encoding": "snappy"}
+    assert client.post("/api/v1/write", payload, **headers).status == 503
+    assert client.post("/api/v1/write", payload, **headers).status == 204
+    assert rows(store, "SELECT count() AS n FROM {db}.samples FINAL") == [{"n": 5}]
+    assert rows(store, "SELECT count() AS n FROM {db}.series FINAL") == [{"n": 5}]
+    parts = rows(store, "SELECT request_id, ttft_ms, output_tokens FROM {db}.request_parts FINAL")
+    assert parts == [{"request_id": "r-1", "ttft_ms": 250.0, "output_tokens": 120}]
