@@ -21,6 +21,9 @@ on the embedded ClickHouse, ``prometheus --web.enable-remote-write-receiver`` an
 connections sending at full speed until ``--seconds`` pass or the bodies run out (no
 body is sent twice). Only 2xx responses count as accepted samples. For llmwh the
 script then checks that ``llmwh.samples`` holds exactly the acknowledged samples.
+The ``cores`` column is the CPU each receiver used while sending (for llmwh: the
+receiver process + its embedded ClickHouse), which shows whether a receiver was bound
+by CPU or by latency.
 """
 
 from __future__ import annotations
@@ -400,7 +403,9 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
         receiver = Receiver(name, Path(tmp))
         try:
             receiver.start()
+            before = _cpu_seconds(receiver.process.pid)
             tally, elapsed = _replay(receiver.port, lanes, seconds)
+            after = _cpu_seconds(receiver.process.pid)
             ok = sum(n for status, n in tally.items() if isinstance(status, int) and status < 300)
             result = {
                 "workload": workload,
@@ -410,12 +415,37 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
                 "accepted_samples": ok * SAMPLES_PER_BODY,
                 "samples_per_s": round(ok * SAMPLES_PER_BODY / elapsed),
                 "non_2xx": {str(s): n for s, n in tally.items() if not _is_2xx(s)},
+                # Cores used while sending: the receiver process, and the processes it
+                # started (llmwh's embedded ClickHouse).
+                "cores": round((after[0] - before[0]) / elapsed, 2),
+                "child_cores": round((after[1] - before[1]) / elapsed, 2),
             }
             if name == "llmwh":
                 result["stored_samples"] = _stored_samples(receiver.root)
             return result
         finally:
             receiver.stop()
+
+
+def _cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) used so far by ``pid``, and by its live children."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def read(p: int) -> tuple[int, float]:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+
+    own = read(pid)[1]
+    children = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent, used = read(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile, or not readable
+            if parent == pid:
+                children += used
+    return own, children
 
 
 def _is_2xx(status: int | str) -> bool:
@@ -432,7 +462,7 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
     )
     header = (
         f"{'workload':<9} {'receiver':<17} {'samples/s':>10} {'accepted':>11} "
-        f"{'seconds':>8} {'non-2xx':>8}  {'llmwh stored'}"
+        f"{'seconds':>8} {'non-2xx':>8} {'cores':>11}  {'llmwh stored'}"
     )
     print(header)
     print("-" * len(header))
@@ -443,16 +473,20 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
             if stored is None
             else f"{stored:,} ({'=' if stored == r['accepted_samples'] else '!='})"
         )
+        cores = f"{r['cores']:.2f}"
+        if r["child_cores"]:
+            cores += f"+{r['child_cores']:.2f}"
         print(
             f"{r['workload']:<9} {r['receiver']:<17} {r['samples_per_s']:>10,} "
             f"{r['accepted_samples']:>11,} {r['seconds']:>8.2f} "
-            f"{sum(r['non_2xx'].values()):>8}  {check}"
+            f"{sum(r['non_2xx'].values()):>8} {cores:>11}  {check}"
         )
     for workload in dict.fromkeys(r["workload"] for r in results):
         rates = {r["receiver"]: r["samples_per_s"] for r in results if r["workload"] == workload}
         for peer in ("prometheus", "victoria-metrics"):
             if "llmwh" in rates and rates.get(peer):
                 print(f"{workload}: llmwh / {peer} = {rates['llmwh'] / rates[peer]:.2f}x")
+    print("cores: CPU used while sending, receiver process + the processes it started")
     for r in results:
         if r["non_2xx"]:
             print(f"{r['workload']} x {r['receiver']} non-2xx: {r['non_2xx']}")
