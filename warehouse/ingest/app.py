@@ -237,7 +237,11 @@ class Receiver:
                 time.perf_counter() - started
             )
             outcome = await self.committer.submit_body(
-                Body(native.body, tenant or "", partial(self._decode_alone, native.body, tenant))
+                Body(
+                    native.body,
+                    tenant or "",
+                    partial(self._decode, native.body, remote_write.decode_v1, tenant),
+                )
             )
             if outcome is None:  # ClickHouse decoded it
                 self._count_native(native)
@@ -246,19 +250,18 @@ class Receiver:
             decoded, too_old = outcome
         else:
             decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
-            decoded, parts = await asyncio.to_thread(self._decode_write, body, decode, tenant)
+            tables, (decoded, too_old) = await asyncio.to_thread(
+                lambda: self._decode(_decompress(body), decode, tenant)
+            )
             self.metrics.decode_seconds.labels("/api/v1/write").observe(
                 time.perf_counter() - started
             )
-            decoded, too_old = self._within_retention(decoded)
             # Where the tables do not collapse repeated rows (DuckDB), the body's hash
             # makes a retried write a no-op instead; ClickHouse's writes stay merged.
             token = None
             if not self.store.capabilities.collapsing_engines:
                 token = _body_token(tenant, body)
-            await self.committer.submit(
-                {**_store_tables(decoded), "request_parts": parts}, dedup_token=token
-            )
+            await self.committer.submit(tables, dedup_token=token)
         self._count_written(decoded)
         headers = []
         if proto == V2_PROTO:
@@ -282,18 +285,15 @@ class Receiver:
         await respond(send, 204, headers=headers)
         return 204
 
-    def _decode_write(
-        self, body: bytes, decode: Callable, tenant: str | None
-    ) -> tuple[remote_write.DecodedWrite, pa.Table]:
-        """Decode a remote-write body, and map its per-request samples to request parts."""
-        decoded = decode(_decompress(body))
-        return decoded, request_parts(decoded.series, decoded.samples, self.mapping, tenant)
-
-    def _decode_alone(
-        self, raw: bytes, tenant: str | None
+    def _decode(
+        self, raw: bytes, decode: Callable, tenant: str | None
     ) -> tuple[dict[str, pa.Table], tuple[remote_write.DecodedWrite, int]]:
-        """A 1.0 body ClickHouse would not take with its flush, decoded here instead."""
-        decoded = remote_write.decode_v1(raw)
+        """Decode a decompressed remote-write body in Python.
+
+        Returns the store tables (per-request samples mapped to request parts), and
+        the write less what the retention drops with how much that was.
+        """
+        decoded = decode(raw)
         parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant)
         decoded, too_old = self._within_retention(decoded)
         return {**_store_tables(decoded), "request_parts": parts}, (decoded, too_old)
