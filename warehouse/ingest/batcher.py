@@ -72,6 +72,7 @@ class FlushStats:
 
     writes: int
     rows: int
+    """Rows inserted as Arrow tables (not those of bodies the store decoded itself)."""
     nbytes: int
     seconds: float
     failed: bool
@@ -207,8 +208,8 @@ class GroupCommitter:
         nbytes = sum(p.nbytes for p in batch)
         errors: dict[int, BaseException] = {}
         try:
-            rows = await self._flush_bodies([p for p in batch if p.body is not None], errors)
-            rows += await self._flush_tables(
+            await self._flush_bodies([p for p in batch if p.body is not None], errors)
+            rows = await self._flush_tables(
                 [p for p in batch if p.tables and id(p) not in errors], errors
             )
         finally:
@@ -232,9 +233,8 @@ class GroupCommitter:
                     )
                 )
 
-    async def _flush_bodies(self, batch: list[_Pending], errors: dict[int, BaseException]) -> int:
-        """Insert bodies by group; those of a refused group become tables. Rows: 0
-        (the store counts what it decodes)."""
+    async def _flush_bodies(self, batch: list[_Pending], errors: dict[int, BaseException]) -> None:
+        """Insert bodies by group; those of a refused group become tables."""
         groups: dict[Hashable, list[_Pending]] = {}
         for pending in batch:
             groups.setdefault(pending.body.group, []).append(pending)
@@ -251,7 +251,6 @@ class GroupCommitter:
                         )
                     except Exception as exc:
                         errors[id(pending)] = exc
-        return 0
 
     async def _flush_tables(self, batch: list[_Pending], errors: dict[int, BaseException]) -> int:
         """Insert the tables of ``batch``; on failure every write of it gets the error."""
