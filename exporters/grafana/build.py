@@ -31,7 +31,12 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT.parents[1]) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT.parents[1]))
 
-from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS  # noqa: E402
+from warehouse.model import (  # noqa: E402
+    BUCKET_GROWTH,
+    BUCKET_MIN_MS,
+    DIMENSIONS,
+    SLA_ROLLUP_DIMENSIONS,
+)
 
 DASHBOARD_DIR = ROOT / "dashboards"
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "llmwh-clickhouse"}
@@ -39,25 +44,9 @@ SCHEMA_VERSION = 39
 TAGS = ["llmwh", "llm-sla"]
 
 # Dimensions each table keeps (the rollups keep fewer than raw `requests`).
-SLA_DIMS = ("tenant", "service", "model", "region")
+SLA_DIMS = tuple(d for d in SLA_ROLLUP_DIMENSIONS if d != "is_probe")
 ROLLUP_DIMS = ("tenant", "service", "model", "model_version", "region", "zone", "ab_group")
-RAW_DIMS = (
-    "tenant",
-    "service",
-    "model",
-    "model_version",
-    "region",
-    "zone",
-    "node",
-    "client_app",
-    "client_os",
-    "network",
-    "ab_group",
-    "request_type",
-    "status",
-    "error_class",
-    "finish_reason",
-)
+RAW_DIMS = DIMENSIONS
 # Where each dimension variable reads its values: the hourly rollup when it keeps the
 # dimension (a few rows per hour), raw rows otherwise.
 VARIABLE_SOURCE = {d: "requests_1h" for d in ROLLUP_DIMS}
