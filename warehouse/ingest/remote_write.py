@@ -47,9 +47,15 @@ from warehouse.ingest.remote_write_tables import (
     DecodedWrite,
     Parsed,
     assemble,
+    from_columns,
     series_id,
     series_key,
 )
+
+try:  # the C decoder of the common 1.0 write (see hatch_build.py); optional
+    from warehouse.ingest import _v1_fast
+except ImportError:  # pragma: no cover - built without a C compiler
+    _v1_fast = None
 
 __all__ = [
     "EXEMPLARS_SCHEMA",
@@ -76,6 +82,7 @@ _METRIC_TYPES = (
     "info",
     "stateset",
 )
+_MIN_INT64 = -(2**63)
 _RESET_HINTS = ("unknown", "yes", "no", "gauge")
 
 
@@ -115,6 +122,15 @@ def _counts(data: bytes, view: Any, split: Any, message: str) -> np.ndarray:
 
 def decode_v1(data: bytes) -> DecodedWrite:
     """Decode a ``prometheus.WriteRequest`` (Remote-Write 1.0), already decompressed."""
+    if _v1_fast is not None:
+        columns, refused = _v1_fast.columns([data], _MIN_INT64)
+        if not refused:
+            return from_columns(columns)
+    return _decode_v1_python(data)
+
+
+def _decode_v1_python(data: bytes) -> DecodedWrite:
+    """:func:`decode_v1` without the C decoder: any write, and every error message."""
     message = "prometheus.WriteRequest"
     columns = _parse(proto.V1_COLUMNS.WriteRequest, data, message)
     totals = _parse(proto.V1_TOTALS.WriteRequest, data, message)
