@@ -24,6 +24,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -42,7 +43,7 @@ from warehouse.errors import (
     StoreUnavailable,
     UnsupportedMediaType,
 )
-from warehouse.ingest import events, remote_write, remote_write_native
+from warehouse.ingest import events, remote_write
 from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
 from warehouse.ingest.llm_metrics import load_mapping, request_parts
@@ -80,10 +81,11 @@ class Receiver:
             max_buffer_bytes=self.config.buffer_bytes,
             linger=self.config.flush_linger_ms / 1000,
             on_flush=self.metrics.observe_flush,
-            insert_bodies=self._insert_bodies if store.capabilities.body_inserts else None,
+            insert_bodies=self._insert_v1_batch if self._batched_v1 else None,
             concurrency=self.config.flush_concurrency,
         )
-        self._native_sql = remote_write_native.insert_sql(store.database)
+        # Inserts of one flush's tables run side by side (ClickHouse takes each on a core).
+        self._inserts = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmwh-insert")
         self._routes: dict[tuple[str, str], Callable] = {
             ("POST", "/api/v1/write"): self._remote_write,
             ("POST", "/api/v1/requests"): self._events,
@@ -118,6 +120,7 @@ class Receiver:
     async def stop(self) -> None:
         """Flush every acknowledged write, then stop."""
         await self.committer.close()
+        self._inserts.shutdown()
         if self._sealer is not None:
             self._sealer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -227,24 +230,20 @@ class Receiver:
         self.metrics.bytes_received.labels("/api/v1/write").inc(len(body))
         tenant = self._tenant(scope)
         started = time.perf_counter()
-        # Off the event loop, like all CPU work on a body.
-        if proto == V1_PROTO and self.store.capabilities.body_inserts:
-            native = await asyncio.to_thread(_plan_native, body)
-        else:
-            native = None
-        if native is not None:
+        if proto == V1_PROTO and self._batched_v1:
+            # Decoded in C with the other bodies of its flush. CPU work on a large body
+            # runs off the event loop.
+            if len(body) <= _INLINE_DECOMPRESS_BYTES:
+                raw = _decompress(body)
+            else:
+                raw = await asyncio.to_thread(_decompress, body)
             self.metrics.decode_seconds.labels("/api/v1/write").observe(
                 time.perf_counter() - started
             )
             outcome = await self.committer.submit_body(
-                Body(
-                    native.body,
-                    tenant or "",
-                    partial(self._decode, native.body, remote_write.decode_v1, tenant),
-                )
+                Body(raw, tenant or "", partial(self._decode, raw, remote_write.decode_v1, tenant))
             )
-            if outcome is None:  # ClickHouse decoded it
-                self._count_native(native)
+            if outcome is None:  # written with its flush
                 await respond(send, 204)
                 return 204
             decoded, too_old = outcome
@@ -298,17 +297,37 @@ class Receiver:
         decoded, too_old = self._within_retention(decoded)
         return {**_store_tables(decoded), "request_parts": parts}, (decoded, too_old)
 
-    def _insert_bodies(self, tenant: str, bodies: list[bytes]) -> None:
-        """One flush of 1.0 bodies, joined into one WriteRequest, decoded by ClickHouse."""
+    @property
+    def _batched_v1(self) -> bool:
+        """1.0 writes are decoded a flush at a time in C (where retries collapse in the store)."""
+        return remote_write.FAST_V1 and self.store.capabilities.collapsing_engines
+
+    def _insert_v1_batch(self, tenant: str, bodies: list[bytes]) -> list[int]:
+        """One flush of 1.0 bodies decoded in C as one write; returns the bodies left out."""
         cutoff = _MIN_INT64
         if self.store.capabilities.ttl:
             cutoff = int(self._retention_cutoff().timestamp() * 1000)
-        self.store.insert_body(
-            self._native_sql,
-            b"".join(bodies),
-            remote_write_native.insert_parameters(self.mapping, tenant, cutoff),
-            remote_write_native.SETTINGS,
-        )
+        decoded, left_out = remote_write.decode_v1_batch(bodies, cutoff)
+        if decoded.series.num_rows:
+            parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant or None)
+            self._insert_flush(
+                {"series": decoded.series, "samples": decoded.samples, "request_parts": parts}
+            )
+            self._count_written(decoded)
+        return left_out
+
+    def _insert_flush(self, tables: dict[str, pa.Table]) -> None:
+        """Series first (no sample lands before its series), then the other tables at once."""
+        settings = _REMOTE_WRITE_INSERT_SETTINGS
+        self.store.insert_arrow("series", tables.pop("series"), settings)
+        running = [
+            self._inserts.submit(self.store.insert_arrow, name, table, settings)
+            for name, table in tables.items()
+            if table.num_rows
+        ]
+        wait(running)
+        for future in running:
+            future.result()  # the first error, once every insert has ended
 
     def _retention_cutoff(self) -> datetime:
         return datetime.now(UTC) - timedelta(days=self.config.samples_ttl_days)
@@ -415,10 +434,6 @@ class Receiver:
         index = table.schema.get_field_index("tenant")
         return table.set_column(index, table.schema.field("tenant"), column)
 
-    def _count_native(self, native: remote_write_native.NativeWrite) -> None:
-        self.metrics.written.labels("samples").inc(native.samples)
-        self.metrics.written.labels("series").inc(native.series)
-
     def _count_written(self, decoded: remote_write.DecodedWrite) -> None:
         self.metrics.written.labels("samples").inc(decoded.samples_written)
         self.metrics.written.labels("histograms").inc(decoded.histograms_written)
@@ -449,11 +464,12 @@ def _decompress(body: bytes) -> bytes:
         raise IngestError(f"body is not valid snappy (block format): {exc}") from None
 
 
-def _plan_native(body: bytes) -> remote_write_native.NativeWrite | None:
-    return remote_write_native.plan(_decompress(body))
-
-
 _MIN_INT64 = -(2**63)
+_INLINE_DECOMPRESS_BYTES = 256 << 10
+"""Bodies up to this size are decompressed on the event loop (well under a millisecond)."""
+_REMOTE_WRITE_INSERT_SETTINGS = {"optimize_on_insert": 0}
+"""Rows of a flush are not collapsed at insert: merges do it anyway, and collapsing
+16k new series at insert cost more than the insert itself."""
 
 
 _EVENT_DECOMPRESSORS: dict[str, Callable[[bytes], bytes]] = {

@@ -5,11 +5,12 @@ flusher task takes everything that is waiting, concatenates it per table and ins
 each table once, so ClickHouse gets a few large inserts instead of many small ones;
 then it wakes every writer of that flush with the outcome.
 
-A write can instead hand over a :class:`Body`: bytes the store decodes itself. The
-bodies of a flush that share a group go to ``insert_bodies`` in one call. When the
-store refuses that call for something in the data, each body of it is decoded on its
-own (``Body.decode``, in Python) and goes the way of Arrow tables, so one bad body
-gets its own error and costs the others nothing. A write is acknowledged
+A write can instead hand over a :class:`Body`: bytes decoded and inserted a whole
+flush at a time. The bodies of a flush that share a group go to ``insert_bodies`` in
+one call, which writes them and returns the indices of those it left out. Each body
+left out, or each body of a call that raised for something in the data, is decoded on
+its own (``Body.decode``) and goes the way of Arrow tables, so one bad body gets its
+own error and costs the others nothing. A write is acknowledged
 only after all of its rows are in the store. The buffer (waiting plus in flight) has
 a byte bound: past it, a write is refused with :class:`~warehouse.errors.BufferFull`
 (HTTP 429) rather than queued without limit.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,11 +47,11 @@ INSERT_ORDER = (
 
 @dataclass(frozen=True)
 class Body:
-    """A write the store decodes itself (see the module docstring)."""
+    """A write decoded a flush at a time (see the module docstring)."""
 
     data: bytes
     group: Hashable
-    """Bodies of one group are inserted by one ``insert_bodies(group, [data, ...])`` call."""
+    """Bodies of one group are written by one ``insert_bodies(group, [data, ...])`` call."""
     decode: Callable[[], tuple[Mapping[str, pa.Table], Any]]
     """Decodes this body alone: its tables, and what ``submit_body`` then returns.
     Raises :class:`~warehouse.errors.IngestError` for a body that is refused."""
@@ -84,7 +85,8 @@ class GroupCommitter:
     ``linger`` is how long the flusher waits for more writes once one arrives (a few
     milliseconds buy much larger inserts under load); ``max_flush_bytes`` caps one
     flush and ``concurrency`` is how many flushes may run at once. ``on_flush`` is
-    called after every flush; ``insert_bodies`` inserts a group of :class:`Body`.
+    called after every flush; ``insert_bodies`` writes the data of a group of
+    :class:`Body` and returns the indices of those it left to ``Body.decode``.
     """
 
     def __init__(
@@ -95,7 +97,7 @@ class GroupCommitter:
         max_flush_bytes: int = 64 << 20,
         linger: float = 0.02,
         on_flush: Callable[[FlushStats], None] | None = None,
-        insert_bodies: Callable[[Hashable, list[bytes]], None] | None = None,
+        insert_bodies: Callable[[Hashable, list[bytes]], Collection[int]] | None = None,
         concurrency: int = 2,
     ):
         self.store = store
@@ -138,9 +140,9 @@ class GroupCommitter:
         await self._enqueue(tables, sum(t.nbytes for t in tables.values()), dedup_token, None)
 
     async def submit_body(self, body: Body) -> Any:
-        """Write a body the store decodes; returns once it is committed.
+        """Write a body; returns once it is committed.
 
-        Returns None when the store decoded it, else the second item of what
+        Returns None when ``insert_bodies`` wrote it, else the second item of what
         ``body.decode()`` returned. Raises as :meth:`submit` does, and the body's
         :class:`~warehouse.errors.IngestError` when it was decoded alone and refused.
         """
@@ -234,23 +236,25 @@ class GroupCommitter:
                 )
 
     async def _flush_bodies(self, batch: list[_Pending], errors: dict[int, BaseException]) -> None:
-        """Insert bodies by group; those of a refused group become tables."""
+        """Insert bodies by group; those left out, or of a refused group, become tables."""
         groups: dict[Hashable, list[_Pending]] = {}
         for pending in batch:
             groups.setdefault(pending.body.group, []).append(pending)
         for group, members in groups.items():
             try:
-                await asyncio.to_thread(self.insert_bodies, group, [p.body.data for p in members])
+                left = await asyncio.to_thread(
+                    self.insert_bodies, group, [p.body.data for p in members]
+                )
             except StoreUnavailable as exc:
                 errors.update((id(p), exc) for p in members)
+                continue
             except Exception:  # something in the data: each body on its own
-                for pending in members:
-                    try:
-                        pending.tables, pending.result = await asyncio.to_thread(
-                            pending.body.decode
-                        )
-                    except Exception as exc:
-                        errors[id(pending)] = exc
+                left = range(len(members))
+            for pending in (members[i] for i in left):
+                try:
+                    pending.tables, pending.result = await asyncio.to_thread(pending.body.decode)
+                except Exception as exc:
+                    errors[id(pending)] = exc
 
     async def _flush_tables(self, batch: list[_Pending], errors: dict[int, BaseException]) -> int:
         """Insert the tables of ``batch``; on failure every write of it gets the error."""

@@ -37,9 +37,6 @@ class Capabilities:
     collapsing_engines: bool
     """Repeated series, samples and metadata rows collapse in the tables themselves
     (ReplacingMergeTree and kin), so writing them twice changes no figure."""
-    body_inserts: bool = False
-    """``insert_body`` runs an ``INSERT ... SELECT ... FROM input() FORMAT ...`` on raw
-    bytes, which the database decodes itself (remote write's fast path)."""
 
 
 @runtime_checkable
@@ -75,18 +72,6 @@ class Store(Protocol):
 
         With ``dedup_token``, a second insert with the same token into the same table is
         a no-op where the backend can tell (``capabilities.insert_deduplication``).
-        """
-
-    def insert_body(
-        self,
-        sql: str,
-        body: bytes,
-        parameters: Parameters | None = None,
-        settings: Settings | None = None,
-    ) -> None:
-        """Run an INSERT whose data is ``body``, in the format the statement names.
-
-        Only where ``capabilities.body_inserts``; elsewhere it raises StoreError.
         """
 
     def close(self) -> None:

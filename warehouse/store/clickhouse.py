@@ -30,7 +30,6 @@ SERVER = Capabilities(
     insert_deduplication=True,
     scheduled_views=True,
     collapsing_engines=True,
-    body_inserts=True,
 )
 IN_PROCESS = Capabilities(
     dialect="clickhouse",
@@ -98,17 +97,6 @@ class ClickHouseStore:
         client, settings = self._route(settings)
         with _translated_errors():
             client.insert_arrow(table, data, database=self.database, settings=settings)
-
-    def insert_body(
-        self,
-        sql: str,
-        body: bytes,
-        parameters: Parameters | None = None,
-        settings: Settings | None = None,
-    ) -> None:
-        client, settings = self._route(settings)
-        with _translated_errors():
-            client.command(sql, parameters=parameters, data=body, settings=settings)
 
     def close(self) -> None:
         self._client.close()

@@ -104,15 +104,6 @@ class DuckDBStore:
             f"DELETE FROM {tokens} WHERE inserted_at < now() - INTERVAL {_TOKEN_DAYS} DAY"
         )
 
-    def insert_body(
-        self,
-        sql: str,
-        body: bytes,
-        parameters: Parameters | None = None,
-        settings: Settings | None = None,
-    ) -> None:
-        raise StoreError("DuckDB cannot decode an insert body itself; insert Arrow tables")
-
     def close(self) -> None:
         self._connection.close()
 

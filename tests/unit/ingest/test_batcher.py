@@ -141,16 +141,19 @@ def test_closing_flushes_what_is_waiting(store):
 
 
 class BodySink:
-    """Stands in for ClickHouse decoding bodies: records each group insert, or refuses it."""
+    """Stands in for a flush-wide decoder: records each group insert, leaves out the
+    bodies it is told to, or refuses the whole call."""
 
-    def __init__(self, refuse_with: Exception | None = None):
+    def __init__(self, refuse_with: Exception | None = None, leave_out: bytes = b"-"):
         self.inserts: list[tuple[str, list[bytes]]] = []
         self.refuse_with = refuse_with
+        self.leave_out = leave_out
 
     def __call__(self, group, bodies):
         if self.refuse_with is not None:
             raise self.refuse_with
-        self.inserts.append((group, bodies))
+        self.inserts.append((group, [b for b in bodies if not b.startswith(self.leave_out)]))
+        return [i for i, b in enumerate(bodies) if b.startswith(self.leave_out)]
 
 
 def decodes_to(name: str, *, refused: bool = False):
@@ -190,6 +193,23 @@ def test_a_refused_group_is_decoded_body_by_body_and_only_the_bad_one_fails(stor
     assert results[0] == "decoded good_1" and results[2] == "decoded good_2"
     assert isinstance(results[1], IngestError)
     assert count(store) == 2
+
+
+def test_bodies_left_out_of_a_group_insert_are_decoded_alone(store):
+    sink = BodySink()
+    committer = GroupCommitter(store, linger=0.05, insert_bodies=sink)
+    bodies = [
+        Body(b"fast-1", "", decodes_to("fast_1")),
+        Body(b"-histograms", "", decodes_to("slow")),
+        Body(b"-corrupt", "", decodes_to("corrupt", refused=True)),
+        Body(b"fast-2", "", decodes_to("fast_2")),
+    ]
+    results = asyncio.run(run(committer, *(committer.submit_body(b) for b in bodies)))
+    assert results[0] is None and results[3] is None
+    assert results[1] == "decoded slow"
+    assert isinstance(results[2], IngestError)
+    assert sink.inserts == [("", [b"fast-1", b"fast-2"])]
+    assert count(store) == 1  # only the left-out body that decoded went the Arrow way
 
 
 def test_an_unreachable_store_fails_the_group_without_decoding_it(store):

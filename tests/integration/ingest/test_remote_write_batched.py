@@ -1,8 +1,10 @@
-"""Remote write 1.0 decoded by ClickHouse lands exactly what the Python decoder lands.
+"""Remote write 1.0 decoded a flush at a time in C lands exactly what the Python decoder lands.
 
-The fast path (``remote_write_native``) and the reference decoder (``remote_write`` +
-``llm_metrics.request_parts``) take the same bodies into two databases of the same
-server; every row must agree, floats bit for bit.
+A receiver takes the bodies concurrently, so that they share a flush, which the C
+decoder reads in one call (``remote_write.decode_v1_batch``); the reference decoder
+(``remote_write`` in Python + ``llm_metrics.request_parts``) lands the same bodies one
+by one into another database of the same server. Every row must agree, floats bit
+for bit; bodies the C decoder leaves out get the Python decoder's answer, alone.
 """
 
 from __future__ import annotations
@@ -17,13 +19,17 @@ import pytest
 
 from warehouse.config import Config
 from warehouse.errors import StoreUnavailable
-from warehouse.ingest import remote_write_native as native
+from warehouse.ingest import remote_write
 from warehouse.ingest.app import Receiver
 from warehouse.ingest.llm_metrics import load_mapping, request_parts
 from warehouse.ingest.proto import V1
-from warehouse.ingest.remote_write import decode_v1
+from warehouse.ingest.remote_write import _decode_v1_python
 from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
+
+pytestmark = pytest.mark.skipif(
+    not remote_write.FAST_V1, reason="the C decoder was not built (no C compiler at install time)"
+)
 
 STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8DEADBEEF0001))[0]
@@ -55,7 +61,7 @@ BODIES = [
             [("__name__", "temp_celsius"), ("zone", "é:1"), ("ünïcode", "値")],
             [(NAN_PAYLOAD, T0), (float("inf"), T0 + 1), (float("-inf"), T0 + 2), (-0.0, T0 + 3)],
         ),
-        series([("__name__", "epoch_zero")], [(2.5, 0)]),
+        series([("__name__", "zero_time_and_value")], [(0.0, T0 - 5)]),
     ),
     body(
         series([("__name__", "up"), ("instance", "a:1"), ("job", "api")], [(1.0, T0 + 3000)]),
@@ -92,10 +98,10 @@ BODIES = [
 
 @pytest.fixture
 def databases(embedded_server):
-    """Two migrated databases on the session's server: native, and Python-decoded."""
+    """Two migrated databases on the session's server: batched, and Python-decoded."""
     stores = []
     for _ in range(2):
-        store = open_store(embedded_server.store_url(f"native_{uuid.uuid4().hex[:10]}"))
+        store = open_store(embedded_server.store_url(f"batched_{uuid.uuid4().hex[:10]}"))
         Migrator(store).up()
         stores.append(store)
     yield stores
@@ -104,18 +110,41 @@ def databases(embedded_server):
         store.close()
 
 
-def land_native(store, bodies: list[bytes], tenant: str | None = None) -> None:
-    store.insert_body(
-        native.insert_sql(store.database),
-        b"".join(bodies),
-        native.insert_parameters(MAPPING, tenant, 0),
-        native.SETTINGS,
-    )
+def post_together(receiver: Receiver, bodies: list[bytes], tenant: str | None = None):
+    """POST every body at once (they share a flush); the (status, text) of each."""
+
+    async def post(raw: bytes) -> tuple[int, bytes]:
+        sent = []
+        messages = [
+            {"type": "http.request", "body": cramjam.snappy.compress_raw(raw), "more_body": False}
+        ]
+
+        async def receive():
+            return messages.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        headers = [(b"content-type", b"application/x-protobuf"), (b"content-encoding", b"snappy")]
+        if tenant:
+            headers.append((b"x-scope-orgid", tenant.encode()))
+        scope = {"type": "http", "method": "POST", "path": "/api/v1/write", "headers": headers}
+        await receiver(scope, receive, send)
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+    async def scenario():
+        await receiver.start()
+        try:
+            return await asyncio.gather(*(post(b) for b in bodies))
+        finally:
+            await receiver.stop()
+
+    return asyncio.run(scenario())
 
 
 def land_python(store, bodies: list[bytes], tenant: str | None = None) -> None:
     for raw in bodies:
-        decoded = decode_v1(raw)
+        decoded = _decode_v1_python(raw)
         store.insert_arrow("series", decoded.series)
         store.insert_arrow("samples", decoded.samples)
         parts = request_parts(decoded.series, decoded.samples, MAPPING, tenant)
@@ -127,6 +156,10 @@ def rows(store, sql: str) -> list[dict]:
     return store.query_arrow(sql.format(db=store.database)).to_pylist()
 
 
+def count(store, table: str) -> int:
+    return rows(store, f"SELECT count() AS n FROM {{db}}.{table} FINAL")[0]["n"]
+
+
 SAMPLES = """SELECT toString(id) AS id, toUnixTimestamp64Milli(timestamp) AS t,
     reinterpretAsUInt64(value) AS bits FROM {db}.samples FINAL ORDER BY id, t"""
 SERIES = """SELECT toString(id) AS id, metric_name, toString(labels) AS labels,
@@ -136,111 +169,73 @@ PARTS = """SELECT * EXCEPT (received), toString(attrs) AS attrs
     FROM {db}.request_parts FINAL ORDER BY request_id, tenant"""
 
 
+@pytest.fixture
+def batches(monkeypatch) -> list[tuple[int, list[int]]]:
+    """Each ``decode_v1_batch`` call the receiver makes: (bodies, indices left out)."""
+    calls = []
+    decode = remote_write.decode_v1_batch
+
+    def spy(bodies, min_timestamp):
+        decoded, left_out = decode(bodies, min_timestamp)
+        calls.append((len(bodies), left_out))
+        return decoded, left_out
+
+    monkeypatch.setattr(remote_write, "decode_v1_batch", spy)
+    return calls
+
+
 @pytest.mark.parametrize("tenant", [None, "from-header"])
-def test_clickhouse_decodes_the_same_rows_as_the_python_decoder(databases, tenant):
-    fast, reference = databases
-    land_native(fast, BODIES, tenant)
+def test_a_shared_flush_lands_the_rows_of_the_python_decoder(databases, batches, tenant):
+    batched, reference = databases
+    options = {"flush_linger_ms": 300}
+    if tenant:
+        options["tenant_header"] = "X-Scope-OrgID"
+    statuses = post_together(Receiver(batched, Config(**options)), BODIES, tenant)
+    assert [status for status, _ in statuses] == [204] * len(BODIES)
+    assert batches == [(len(BODIES), [])]  # one flush, all of it decoded in C
     land_python(reference, BODIES, tenant)
     for sql in (SAMPLES, SERIES, PARTS):
-        assert rows(fast, sql) == rows(reference, sql)
+        assert rows(batched, sql) == rows(reference, sql)
     # Not vacuous: every kind of row is there, special floats kept bit for bit.
-    bits = {r["bits"] for r in rows(fast, SAMPLES)}
-    assert {0x7FF0000000000002, 0x7FF8DEADBEEF0001, 0x8000000000000000} <= bits
-    parts = rows(fast, PARTS)
+    bits = {r["bits"] for r in rows(batched, SAMPLES)}
+    assert {0x7FF0000000000002, 0x7FF8DEADBEEF0001, 0x8000000000000000, 0} <= bits
+    parts = rows(batched, PARTS)
     assert [p["request_id"] for p in parts] == ["r-1", "r-2"]
     assert parts[0]["tenant"] == (tenant or "acme")
     assert parts[0]["status_rank"] == 2 and parts[0]["error_class"] == "overloaded"
     assert "gpu" in parts[0]["attrs"]
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        series([("job", "api")], [(1.0, T0)]),
-        series([("__name__", "up"), ("", "x")], [(1.0, T0)]),
-        series([("__name__", "up"), ("job", "a"), ("job", "b")], [(1.0, T0)]),
-        series([("__name__", "up")], [(1.0, 1000)]),  # older than the retention
-    ],
-    ids=["no metric name", "empty label name", "duplicate label", "too old"],
-)
-def test_a_flush_the_python_decoder_would_refuse_writes_nothing(databases, bad):
-    fast, _ = databases
-    cutoff = T0 - 86_400_000
-    with pytest.raises(Exception, match="needs the Python decoder"):
-        fast.insert_body(
-            native.insert_sql(fast.database),
-            BODIES[0] + body(bad),
-            native.insert_parameters(MAPPING, None, cutoff),
-            native.SETTINGS,
-        )
-    assert rows(fast, "SELECT count() AS n FROM {db}.samples") == [{"n": 0}]
-    assert rows(fast, "SELECT count() AS n FROM {db}.series") == [{"n": 0}]
-
-
-def test_bodies_with_histograms_exemplars_or_metadata_take_the_python_path():
-    plain = body(series([("__name__", "up")], [(1.0, T0)]))
-    assert native.plan(plain) == native.NativeWrite(plain, samples=1, series=1)
-    with_exemplar = V1.WriteRequest(
+def test_bodies_left_out_of_a_flush_get_the_python_decoders_answer(databases, batches):
+    store, _ = databases
+    no_name = body(series([("job", "x")], [(1.0, T0)]))
+    duplicate = body(series([("__name__", "up"), ("a", "1"), ("a", "2")], [(1.0, T0)]))
+    too_old = body(series([("__name__", "old")], [(1.0, 1000), (2.0, T0)]))
+    exemplar = V1.WriteRequest(
         timeseries=[
             V1.TimeSeries(
-                labels=[V1.Label(name="__name__", value="x")],
+                labels=[V1.Label(name="__name__", value="with_exemplar")],
+                samples=[V1.Sample(value=3.0, timestamp=T0)],
                 exemplars=[V1.Exemplar(value=1.0, timestamp=T0)],
             )
         ]
     ).SerializeToString()
-    assert native.plan(with_exemplar) is None
-    with_metadata = V1.WriteRequest(
-        metadata=[V1.MetricMetadata(metric_family_name="up", type=2)]
-    ).SerializeToString()
-    assert native.plan(with_metadata) is None
-
-
-def test_a_bad_body_in_a_shared_flush_gets_its_400_and_the_others_land(databases):
-    store, _ = databases
     receiver = Receiver(store, Config(flush_linger_ms=300))
-    good = [bytes(cramjam.snappy.compress_raw(b)) for b in BODIES[1:]]  # [0] has a 1970 sample
-    bad = bytes(cramjam.snappy.compress_raw(body(series([("job", "x")], [(1.0, T0)]))))
-
-    async def post(payload: bytes) -> tuple[int, bytes]:
-        sent = []
-        messages = [{"type": "http.request", "body": payload, "more_body": False}]
-
-        async def receive():
-            return messages.pop(0)
-
-        async def send(message):
-            sent.append(message)
-
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": "/api/v1/write",
-            "headers": [
-                (b"content-type", b"application/x-protobuf"),
-                (b"content-encoding", b"snappy"),
-            ],
-        }
-        await receiver(scope, receive, send)
-        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
-
-    async def scenario():
-        await receiver.start()
-        try:
-            return await asyncio.gather(*(post(p) for p in [*good, bad]))
-        finally:
-            await receiver.stop()
-
-    results = asyncio.run(scenario())
-    assert [status for status, _ in results] == [204, 204, 400]
-    assert b"no __name__ label" in results[-1][1]
-    expected = sum(
-        len(ts.samples) for b in BODIES[1:] for ts in V1.WriteRequest.FromString(b).timeseries
-    )
-    assert rows(store, "SELECT count() AS n FROM {db}.samples FINAL") == [{"n": expected}]
+    results = post_together(receiver, [*BODIES, no_name, duplicate, too_old, exemplar])
+    statuses = [status for status, _ in results]
+    assert statuses == [204, 204, 204, 400, 400, 400, 204]
+    assert batches == [(7, [3, 4, 5, 6])]
+    assert b"no __name__ label" in results[3][1]
+    assert b"duplicate label name 'a'" in results[4][1]
+    assert b"older than the samples retention" in results[5][1]
+    good = sum(len(ts.samples) for b in BODIES for ts in V1.WriteRequest.FromString(b).timeseries)
+    # the too-old body keeps its recent sample (a partial write), the exemplar body its sample
+    assert count(store, "samples") == good + 1 + 1
+    assert count(store, "exemplars") == 1
 
 
 class CommitsThenDrops:
-    """A real store whose first body insert commits, then loses its answer."""
+    """A real store whose first samples insert commits, then loses its answer."""
 
     def __init__(self, store):
         self.store, self.dropped = store, False
@@ -248,9 +243,9 @@ class CommitsThenDrops:
     def __getattr__(self, name):
         return getattr(self.store, name)
 
-    def insert_body(self, sql, body, parameters=None, settings=None):
-        self.store.insert_body(sql, body, parameters, settings)
-        if not self.dropped:
+    def insert_arrow(self, table, data, settings=None, dedup_token=None):
+        self.store.insert_arrow(table, data, settings, dedup_token)
+        if table == "samples" and not self.dropped:
             self.dropped = True
             raise StoreUnavailable("connection reset after commit (simulated)")
 
@@ -262,7 +257,7 @@ def test_a_retry_after_a_lost_answer_leaves_every_figure_as_if_written_once(data
     headers = {"content_type": "application/x-protobuf", "content_encoding": "snappy"}
     assert client.post("/api/v1/write", payload, **headers).status == 503
     assert client.post("/api/v1/write", payload, **headers).status == 204
-    assert rows(store, "SELECT count() AS n FROM {db}.samples FINAL") == [{"n": 5}]
-    assert rows(store, "SELECT count() AS n FROM {db}.series FINAL") == [{"n": 5}]
+    assert count(store, "samples") == 5
+    assert count(store, "series") == 5
     parts = rows(store, "SELECT request_id, ttft_ms, output_tokens FROM {db}.request_parts FINAL")
     assert parts == [{"request_id": "r-1", "ttft_ms": 250.0, "output_tokens": 120}]
