@@ -1,9 +1,11 @@
-"""Build hook: compile the optional C decoder of remote write 1.0 (warehouse/ingest/_v1_fast.c).
+"""Build hook: compile the receiver's optional C extensions.
 
-The extension has no dependency beyond Python's headers and a C compiler. Without a
-compiler the build still succeeds and the receiver uses its Python decoder (slower,
-same rows); set ``LLMWH_REQUIRE_EXTENSION=1`` to make a missing compiler an error
-instead. An editable install builds the module in place, next to its source.
+``warehouse/ingest/_v1_fast.c`` decodes remote write 1.0 and
+``warehouse/ingest/_series_cache.c`` remembers the series rows written. They need
+nothing beyond Python's headers and a C compiler. Without a compiler the build still
+succeeds and the receiver decodes in Python (slower, same rows); set
+``LLMWH_REQUIRE_EXTENSION=1`` to make a missing compiler an error instead. An
+editable install builds the modules in place, next to their sources.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("warehouse/ingest/_v1_fast.c")
+SOURCES = (Path("warehouse/ingest/_v1_fast.c"), Path("warehouse/ingest/_series_cache.c"))
 
 
 class ExtensionBuildHook(BuildHookInterface):
@@ -27,18 +29,23 @@ class ExtensionBuildHook(BuildHookInterface):
         if self.target_name != "wheel":
             return
         root = Path(self.root)
-        target = (root / SOURCE).with_name("_v1_fast" + sysconfig.get_config_var("EXT_SUFFIX"))
-        try:
-            compile_extension(root / SOURCE, target)
-        except (OSError, subprocess.CalledProcessError) as exc:
-            if os.environ.get("LLMWH_REQUIRE_EXTENSION") == "1":
-                raise
-            self.app.display_warning(
-                f"the C decoder was not built ({exc}); the receiver will decode in Python"
-            )
-            return
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        built = []
+        for source in SOURCES:
+            target = (root / source).with_name(source.stem + suffix)
+            try:
+                compile_extension(root / source, target)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                if os.environ.get("LLMWH_REQUIRE_EXTENSION") == "1":
+                    raise
+                self.app.display_warning(
+                    f"{source} was not built ({exc}); the receiver will decode in Python"
+                )
+                return
+            built.append(target)
         if version != "editable":
-            build_data["force_include"][str(target)] = str(target.relative_to(root))
+            for target in built:
+                build_data["force_include"][str(target)] = str(target.relative_to(root))
             build_data["pure_python"] = False
             build_data["infer_tag"] = True
 

@@ -39,10 +39,15 @@ class Config:
     """Largest request body the receiver takes (compressed); above it, HTTP 413."""
     buffer_bytes: int = 256 << 20
     """Byte bound of the ingest buffer (waiting and in-flight rows); above it, HTTP 429."""
-    flush_linger_ms: int = 20
+    flush_linger_ms: int = 5
     """How long a flush waits for more writes to share it."""
     flush_concurrency: int = 2
     """How many flushes may run at once (ClickHouse runs one insert on about one core)."""
+    series_cache_size: int = 1_000_000
+    """Series a receiver remembers having written, so that a flush skips their rows."""
+    series_refresh_seconds: int = 60
+    """A remembered series' row is written again once its samples pass the written
+    max_time by this much: how far `series.max_time` may trail (0: exact)."""
     auth_token: str | None = None
     """Bearer token every receiver request must carry (unset: no auth)."""
     basic_auth: str | None = None
@@ -106,6 +111,9 @@ def load_config(config_file: str | Path | None = None, **overrides: Any) -> Conf
     )
 
 
+_MAY_BE_ZERO = frozenset({"series_refresh_seconds"})
+
+
 def _coerce(name: str, kind: str, value: Any) -> Any:
     if kind == "int":
         # TOML booleans and floats are refused rather than truncated: `true` would
@@ -116,7 +124,7 @@ def _coerce(name: str, kind: str, value: Any) -> Any:
             number = int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"setting {name} must be a whole number, got {value!r}") from None
-        if number <= 0:
+        if number < 0 or (number == 0 and name not in _MAY_BE_ZERO):
             raise ConfigError(f"setting {name} must be positive, got {number}")
         return number
     if not isinstance(value, str):

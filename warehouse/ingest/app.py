@@ -48,6 +48,11 @@ from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
 from warehouse.ingest.llm_metrics import load_mapping, request_parts
 from warehouse.ingest.metrics import ReceiverMetrics
+
+try:  # C, like the decoder it serves (see hatch_build.py)
+    from warehouse.ingest.series_cache import WrittenSeries
+except ImportError:  # pragma: no cover - built without a C compiler
+    WrittenSeries = None
 from warehouse.store.base import Store
 
 __all__ = ["Receiver"]
@@ -86,6 +91,10 @@ class Receiver:
         )
         # Inserts of one flush's tables run side by side (ClickHouse takes each on a core).
         self._inserts = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmwh-insert")
+        if self._batched_v1:
+            self._written_series = WrittenSeries(
+                self.config.series_cache_size, self.config.series_refresh_seconds
+            )
         self._routes: dict[tuple[str, str], Callable] = {
             ("POST", "/api/v1/write"): self._remote_write,
             ("POST", "/api/v1/requests"): self._events,
@@ -300,7 +309,11 @@ class Receiver:
     @property
     def _batched_v1(self) -> bool:
         """1.0 writes are decoded a flush at a time in C (where retries collapse in the store)."""
-        return remote_write.FAST_V1 and self.store.capabilities.collapsing_engines
+        return (
+            remote_write.FAST_V1
+            and WrittenSeries is not None
+            and self.store.capabilities.collapsing_engines
+        )
 
     def _insert_v1_batch(self, tenant: str, bodies: list[bytes]) -> list[int]:
         """One flush of 1.0 bodies decoded in C as one write; returns the bodies left out."""
@@ -310,16 +323,18 @@ class Receiver:
         decoded, left_out = remote_write.decode_v1_batch(bodies, cutoff)
         if decoded.series.num_rows:
             parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant or None)
-            self._insert_flush(
-                {"series": decoded.series, "samples": decoded.samples, "request_parts": parts}
-            )
+            # Series first: no sample lands before its series.
+            series = self._written_series.to_write(decoded.series)
+            if series.num_rows:
+                self.store.insert_arrow("series", series, _REMOTE_WRITE_INSERT_SETTINGS)
+                self._written_series.remember(series)
+            self._insert_together({"samples": decoded.samples, "request_parts": parts})
             self._count_written(decoded)
         return left_out
 
-    def _insert_flush(self, tables: dict[str, pa.Table]) -> None:
-        """Series first (no sample lands before its series), then the other tables at once."""
+    def _insert_together(self, tables: dict[str, pa.Table]) -> None:
+        """Insert tables side by side; raises the first error once every insert has ended."""
         settings = _REMOTE_WRITE_INSERT_SETTINGS
-        self.store.insert_arrow("series", tables.pop("series"), settings)
         running = [
             self._inserts.submit(self.store.insert_arrow, name, table, settings)
             for name, table in tables.items()
@@ -327,7 +342,7 @@ class Receiver:
         ]
         wait(running)
         for future in running:
-            future.result()  # the first error, once every insert has ended
+            future.result()
 
     def _retention_cutoff(self) -> datetime:
         return datetime.now(UTC) - timedelta(days=self.config.samples_ttl_days)

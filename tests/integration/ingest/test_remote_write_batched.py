@@ -261,3 +261,23 @@ def test_a_retry_after_a_lost_answer_leaves_every_figure_as_if_written_once(data
     assert count(store, "series") == 5
     parts = rows(store, "SELECT request_id, ttft_ms, output_tokens FROM {db}.request_parts FINAL")
     assert parts == [{"request_id": "r-1", "ttft_ms": 250.0, "output_tokens": 120}]
+
+
+@pytest.mark.parametrize(
+    ("refresh_seconds", "max_time", "rows_written"), [(60, T0, 1), (0, T0 + 2000, 3)]
+)
+def test_a_live_series_row_is_rewritten_only_past_the_refresh(
+    databases, client_for, refresh_seconds, max_time, rows_written
+):
+    store, _ = databases
+    store.command(f"SYSTEM STOP MERGES {store.database}.series")  # count the rows written
+    client = client_for(store, series_refresh_seconds=refresh_seconds)
+    headers = {"content_type": "application/x-protobuf", "content_encoding": "snappy"}
+    for t in (T0, T0 + 1000, T0 + 2000):  # three scrapes, three flushes
+        scrape = body(series([("__name__", "up"), ("job", "api")], [(1.0, t)]))
+        payload = bytes(cramjam.snappy.compress_raw(scrape))
+        assert client.post("/api/v1/write", payload, **headers).status == 204
+    assert count(store, "samples") == 3
+    [row] = rows(store, SERIES)
+    assert (row["lo"], row["hi"]) == (T0, max_time)  # max_time trails by at most the refresh
+    assert rows(store, "SELECT count() AS n FROM {db}.series")[0]["n"] == rows_written

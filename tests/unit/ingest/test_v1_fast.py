@@ -80,7 +80,9 @@ def python_or_error(body: bytes):
 def test_the_extension_is_built_where_required():
     """CI installs with a compiler: there the receiver must not fall back to Python."""
     if os.environ.get("LLMWH_REQUIRE_SYSTEM_DEPS") == "1":
-        assert _v1_fast is not None
+        from warehouse.ingest import _series_cache
+
+        assert _v1_fast is not None and _series_cache is not None
 
 
 @needs_extension

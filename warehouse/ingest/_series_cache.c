@@ -1,0 +1,203 @@
+/*
+ * The series a receiver has written, with the time range each row written covered.
+ *
+ * A long-lived series sends a sample every scrape; writing its `series` row again on
+ * every flush costs ClickHouse an insert (a part: a dozen files) for rows it will
+ * collapse anyway. SeriesCache(capacity) remembers, per 16-byte series id, the
+ * smallest min_time and largest max_time written, so a flush writes a series row only
+ * when the series is new to this receiver, reaches earlier than written, or later than
+ * written by more than the refresh interval. An open-addressing hash table (the ids
+ * are MD5 digests: their first 8 bytes are the hash); when it would pass `capacity`
+ * entries it starts again empty, which costs one more write of each series.
+ *
+ * unseen(ids, min_times, max_times, refresh_ms) -> bytes: one byte per series, 1 when
+ * its row must be written. remember(ids, min_times, max_times): after those rows are
+ * committed. Buffers: ids 16 bytes each, times int64 (Unix ms), native byte order.
+ * Both run under the GIL, so concurrent flushes see each other's entries whole.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    uint8_t id[16];
+    int64_t min_time, max_time;
+} Entry;
+
+typedef struct {
+    PyObject_HEAD
+    Entry *slots;
+    uint8_t *used;
+    size_t mask, count, capacity;
+} SeriesCache;
+
+static size_t slot_of(const SeriesCache *c, const uint8_t *id) {
+    uint64_t h;
+    memcpy(&h, id, 8);
+    size_t i = (size_t)h & c->mask;
+    while (c->used[i] && memcmp(c->slots[i].id, id, 16) != 0) i = (i + 1) & c->mask;
+    return i;
+}
+
+static int cache_init(SeriesCache *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"capacity", NULL};
+    Py_ssize_t capacity;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n", keywords, &capacity)) return -1;
+    if (capacity < 1) {
+        PyErr_SetString(PyExc_ValueError, "capacity must be positive");
+        return -1;
+    }
+    size_t size = 16;
+    while (size < (size_t)capacity * 2) size *= 2; /* load factor at most 1/2 */
+    PyMem_Free(self->slots);
+    PyMem_Free(self->used);
+    self->slots = PyMem_Calloc(size, sizeof(Entry));
+    self->used = PyMem_Calloc(size, 1);
+    if (!self->slots || !self->used) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->mask = size - 1;
+    self->count = 0;
+    self->capacity = (size_t)capacity;
+    return 0;
+}
+
+static void cache_dealloc(SeriesCache *self) {
+    PyMem_Free(self->slots);
+    PyMem_Free(self->used);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+typedef struct {
+    Py_buffer ids, min_times, max_times;
+    Py_ssize_t n;
+} Rows;
+
+static void rows_release(Rows *r) {
+    if (r->ids.obj) PyBuffer_Release(&r->ids);
+    if (r->min_times.obj) PyBuffer_Release(&r->min_times);
+    if (r->max_times.obj) PyBuffer_Release(&r->max_times);
+}
+
+static int rows_get(Rows *r, PyObject *ids, PyObject *min_times, PyObject *max_times) {
+    memset(r, 0, sizeof *r);
+    if (PyObject_GetBuffer(ids, &r->ids, PyBUF_SIMPLE) ||
+        PyObject_GetBuffer(min_times, &r->min_times, PyBUF_SIMPLE) ||
+        PyObject_GetBuffer(max_times, &r->max_times, PyBUF_SIMPLE)) {
+        rows_release(r);
+        return -1;
+    }
+    r->n = r->ids.len / 16;
+    if (r->ids.len % 16 || r->min_times.len != r->n * 8 || r->max_times.len != r->n * 8) {
+        rows_release(r);
+        PyErr_SetString(PyExc_ValueError, "ids must be 16 bytes and times 8 bytes per series");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *cache_unseen(SeriesCache *self, PyObject *args) {
+    PyObject *ids, *min_times, *max_times;
+    long long refresh_ms;
+    if (!PyArg_ParseTuple(args, "OOOL", &ids, &min_times, &max_times, &refresh_ms)) return NULL;
+    Rows r;
+    if (rows_get(&r, ids, min_times, max_times)) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, r.n);
+    if (out) {
+        uint8_t *write = (uint8_t *)PyBytes_AS_STRING(out);
+        const uint8_t *id = r.ids.buf;
+        const int64_t *lo = r.min_times.buf, *hi = r.max_times.buf;
+        for (Py_ssize_t k = 0; k < r.n; k++, id += 16) {
+            size_t i = slot_of(self, id);
+            const Entry *e = &self->slots[i];
+            /* later than written by more than refresh_ms, without overflowing */
+            int later = hi[k] > e->max_time &&
+                        (uint64_t)hi[k] - (uint64_t)e->max_time > (uint64_t)refresh_ms;
+            write[k] = !self->used[i] || lo[k] < e->min_time || later;
+        }
+    }
+    rows_release(&r);
+    return out;
+}
+
+static PyObject *cache_remember(SeriesCache *self, PyObject *args) {
+    PyObject *ids, *min_times, *max_times;
+    if (!PyArg_ParseTuple(args, "OOO", &ids, &min_times, &max_times)) return NULL;
+    Rows r;
+    if (rows_get(&r, ids, min_times, max_times)) return NULL;
+    const uint8_t *id = r.ids.buf;
+    const int64_t *lo = r.min_times.buf, *hi = r.max_times.buf;
+    for (Py_ssize_t k = 0; k < r.n; k++, id += 16) {
+        size_t i = slot_of(self, id);
+        Entry *e = &self->slots[i];
+        if (!self->used[i]) {
+            if (self->count >= self->capacity) { /* full: start again */
+                memset(self->used, 0, self->mask + 1);
+                self->count = 0;
+                i = slot_of(self, id);
+                e = &self->slots[i];
+            }
+            self->used[i] = 1;
+            self->count++;
+            memcpy(e->id, id, 16);
+            e->min_time = lo[k];
+            e->max_time = hi[k];
+        } else {
+            if (lo[k] < e->min_time) e->min_time = lo[k];
+            if (hi[k] > e->max_time) e->max_time = hi[k];
+        }
+    }
+    rows_release(&r);
+    Py_RETURN_NONE;
+}
+
+static PyObject *cache_clear(SeriesCache *self, PyObject *unused) {
+    (void)unused;
+    memset(self->used, 0, self->mask + 1);
+    self->count = 0;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t cache_len(SeriesCache *self) { return (Py_ssize_t)self->count; }
+
+static PyMethodDef cache_methods[] = {
+    {"unseen", (PyCFunction)cache_unseen, METH_VARARGS,
+     "unseen(ids, min_times, max_times, refresh_ms) -> bytes: 1 for each series to write"},
+    {"remember", (PyCFunction)cache_remember, METH_VARARGS,
+     "remember(ids, min_times, max_times): these series rows are committed"},
+    {"clear", (PyCFunction)cache_clear, METH_NOARGS, "Forget every series."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods cache_sequence = {.sq_length = (lenfunc)cache_len};
+
+static PyTypeObject SeriesCacheType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "warehouse.ingest._series_cache.SeriesCache",
+    .tp_basicsize = sizeof(SeriesCache),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "SeriesCache(capacity): the series rows a receiver has written (see the module).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)cache_init,
+    .tp_dealloc = (destructor)cache_dealloc,
+    .tp_methods = cache_methods,
+    .tp_as_sequence = &cache_sequence,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_series_cache", "The series rows a receiver has written.", -1,
+    NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__series_cache(void) {
+    if (PyType_Ready(&SeriesCacheType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "SeriesCache", (PyObject *)&SeriesCacheType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
