@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pytest
 
-from warehouse.errors import StoreError, StoreUnavailable
+from warehouse.errors import ConfigError, StoreError, StoreUnavailable
 from warehouse.store import Store, open_store
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
@@ -88,6 +88,22 @@ def test_insert_then_query_round_trips_arrow(migrated):
 def test_an_unreachable_server_is_store_unavailable():
     with pytest.raises(StoreUnavailable, match="unreachable"):
         open_store("http://127.0.0.1:1/llmwh?connect_timeout=2")
+
+
+@pytest.mark.parametrize("method", ["zstd", "false"])
+def test_the_url_chooses_http_compression(embedded_server, method):
+    """Off by default on loopback (CPU for nothing), any clickhouse-connect method on demand."""
+    store = open_store(f"{embedded_server.store_url('default')}?compress={method}")
+    try:
+        table = store.query_arrow("SELECT number FROM numbers(100000)")
+        assert table.num_rows == 100000
+    finally:
+        store.close()
+
+
+def test_an_unknown_compression_is_refused_by_name():
+    with pytest.raises(ConfigError, match="compress='fast'"):
+        open_store("http://127.0.0.1:1/llmwh?compress=fast")
 
 
 def test_unqualified_names_resolve_in_the_warehouse_database(migrated):
