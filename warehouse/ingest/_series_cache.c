@@ -5,8 +5,8 @@
  * every flush costs ClickHouse an insert (a part: a dozen files) for rows it will
  * collapse anyway. SeriesCache(capacity) remembers, per 16-byte series id, the
  * smallest min_time and largest max_time written, so a flush writes a series row only
- * when the series is new to this receiver, reaches earlier than written, or later than
- * written by more than the refresh interval. An open-addressing hash table (the ids
+ * when the series is new to this receiver, reaches earlier than written, or into a
+ * later refresh period (epoch-aligned periods of refresh_ms) than the written max_time. An open-addressing hash table (the ids
  * are MD5 digests: their first 8 bytes are the hash); when it would pass `capacity`
  * entries it starts again empty, which costs one more write of each series.
  *
@@ -99,6 +99,12 @@ static int rows_get(Rows *r, PyObject *ids, PyObject *min_times, PyObject *max_t
     return 0;
 }
 
+/* floor(t / length), for any t and length > 0 */
+static int64_t period(int64_t t, int64_t length) {
+    int64_t q = t / length;
+    return (t % length < 0) ? q - 1 : q;
+}
+
 static PyObject *cache_unseen(SeriesCache *self, PyObject *args) {
     PyObject *ids, *min_times, *max_times;
     long long refresh_ms;
@@ -113,9 +119,11 @@ static PyObject *cache_unseen(SeriesCache *self, PyObject *args) {
         for (Py_ssize_t k = 0; k < r.n; k++, id += 16) {
             size_t i = slot_of(self, id);
             const Entry *e = &self->slots[i];
-            /* later than written by more than refresh_ms, without overflowing */
-            int later = hi[k] > e->max_time &&
-                        (uint64_t)hi[k] - (uint64_t)e->max_time > (uint64_t)refresh_ms;
+            /* Later in a refresh period than the written max_time: periods are aligned
+               on the epoch, so the series of a scrape cross into the next one together
+               and their rewrites share one flush instead of trickling into every one. */
+            int later = refresh_ms > 0 ? period(hi[k], refresh_ms) > period(e->max_time, refresh_ms)
+                                       : hi[k] > e->max_time;
             write[k] = !self->used[i] || lo[k] < e->min_time || later;
         }
     }

@@ -4,11 +4,13 @@ A long-lived series sends a sample every scrape. Writing its ``series`` row on e
 flush costs ClickHouse an insert (a part of a dozen files, merged away later) for a
 row that collapses into the one already there. :class:`WrittenSeries` remembers, per
 series id, the time range the rows written so far cover; a flush writes a series' row
-only when the series is new to this receiver, reaches back before that range, or past
-its end by more than ``refresh_seconds``. So ``series.min_time`` stays exact and
-``series.max_time`` trails a live series' newest sample by at most
-``refresh_seconds``. The table lives in C (``_series_cache.c``); past ``capacity``
-series it starts again empty, which costs one more write of each.
+only when the series is new to this receiver, reaches back before that range, or
+into a later refresh period than its end. Periods are ``refresh_seconds`` long and
+aligned on the epoch, so the series of a scrape cross into the next period together
+and their rewrites share a flush instead of trickling into every one. So
+``series.min_time`` stays exact and ``series.max_time`` trails a live series' newest
+sample by less than ``refresh_seconds``. The table lives in C (``_series_cache.c``);
+past ``capacity`` series it starts again empty, which costs one more write of each.
 """
 
 from __future__ import annotations

@@ -49,14 +49,29 @@ def write(cache: WrittenSeries, table: pa.Table) -> list[str]:
     return names(chosen)
 
 
-def test_a_series_is_written_once_then_only_when_it_moves_past_the_refresh():
+T0_PERIOD = T0 - T0 % MINUTE  # the start of T0's refresh period (epoch-aligned minutes)
+
+
+def test_a_series_is_written_once_then_once_per_refresh_period():
     cache = WrittenSeries(capacity=100, refresh_seconds=60)
-    assert write(cache, rows(("up", T0, T0))) == ["up"]
-    assert write(cache, rows(("up", T0 + 15_000, T0 + 30_000))) == []
-    assert write(cache, rows(("up", T0 + MINUTE, T0 + MINUTE))) == []  # exactly the refresh
-    assert write(cache, rows(("up", T0 + MINUTE, T0 + MINUTE + 1))) == ["up"]
-    # the refresh counts from the max_time written, not from the last sample seen
-    assert write(cache, rows(("up", T0 + MINUTE, T0 + 2 * MINUTE))) == []
+    start = T0_PERIOD
+    assert write(cache, rows(("up", start + 1, start + 1))) == ["up"]
+    assert write(cache, rows(("up", start + 15_000, start + 30_000))) == []
+    assert write(cache, rows(("up", start + MINUTE - 1, start + MINUTE - 1))) == []
+    assert write(cache, rows(("up", start + MINUTE, start + MINUTE))) == ["up"]
+    assert write(cache, rows(("up", start + MINUTE, start + 2 * MINUTE - 1))) == []
+
+
+def test_series_cross_into_the_next_period_together_whatever_their_phase():
+    """Series scraped at different offsets are rewritten in the same round."""
+    cache = WrittenSeries(capacity=100, refresh_seconds=60)
+    write(cache, rows(("a", T0_PERIOD + 5_000, T0_PERIOD + 5_000)))
+    write(cache, rows(("b", T0_PERIOD + 50_000, T0_PERIOD + 50_000)))
+    next_round = rows(
+        ("a", T0_PERIOD + MINUTE + 5_000, T0_PERIOD + MINUTE + 5_000),
+        ("b", T0_PERIOD + MINUTE + 6_000, T0_PERIOD + MINUTE + 6_000),
+    )
+    assert write(cache, next_round) == ["a", "b"]
 
 
 def test_a_sample_before_the_written_range_writes_the_row_so_min_time_stays_exact():
@@ -72,6 +87,13 @@ def test_only_committed_rows_are_remembered():
     assert names(cache.to_write(table)) == ["up", "rss"]
     cache.remember(table)
     assert cache.to_write(table).num_rows == 0
+
+
+def test_periods_before_the_epoch_are_periods_too():
+    cache = WrittenSeries(capacity=100, refresh_seconds=60)
+    write(cache, rows(("old", -MINUTE, -MINUTE)))
+    assert write(cache, rows(("old", -MINUTE, -1))) == []
+    assert write(cache, rows(("old", -MINUTE, 0))) == ["old"]
 
 
 def test_zero_refresh_writes_every_advance_of_max_time():
