@@ -226,6 +226,73 @@ static int valid_utf8(const uint8_t *s, size_t n) {
     return 1;
 }
 
+/* ---- series seen earlier in the same call ----------------------------------------------
+ *
+ * A body under backlog (a sender catching up), or a flush of several scrapes, repeats a
+ * series' label fields byte for byte. The first time, they are parsed, checked, sorted
+ * and hashed into an id; after that the same bytes map to the same series, whose row
+ * the samples share. Only series that carry samples are remembered, so the series
+ * come out in the order the Python decoder gives them.
+ */
+
+typedef struct {
+    uint64_t hash;
+    const uint8_t *fields;
+    size_t length;
+    int64_t series;
+} SeenEntry;
+
+typedef struct {
+    SeenEntry *slots;
+    size_t mask, count; /* mask + 1 slots, a power of two; empty while length == 0 */
+} Seen;
+
+static uint64_t hash_bytes(const uint8_t *s, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s + i, n - i);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 29);
+}
+
+/* The entry for these label fields: a match, or the empty slot to fill. */
+static SeenEntry *seen_slot(Seen *t, uint64_t hash, const uint8_t *fields, size_t length) {
+    size_t i = (size_t)hash & t->mask;
+    for (;; i = (i + 1) & t->mask) {
+        SeenEntry *e = &t->slots[i];
+        if (e->length == 0) return e;
+        if (e->hash == hash && e->length == length && memcmp(e->fields, fields, length) == 0)
+            return e;
+    }
+}
+
+static int seen_grow(Seen *t) {
+    size_t size = t->slots ? 2 * (t->mask + 1) : 1024;
+    SeenEntry *old = t->slots;
+    size_t old_size = old ? t->mask + 1 : 0;
+    t->slots = calloc(size, sizeof(SeenEntry));
+    if (!t->slots) {
+        t->slots = old;
+        return -1;
+    }
+    t->mask = size - 1;
+    for (size_t i = 0; i < old_size; i++)
+        if (old[i].length) *seen_slot(t, old[i].hash, old[i].fields, old[i].length) = old[i];
+    free(old);
+    return 0;
+}
+
+static void seen_clear(Seen *t) {
+    if (t->slots) memset(t->slots, 0, (t->mask + 1) * sizeof(SeenEntry));
+    t->count = 0;
+}
+
 /* ---- one series ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -237,8 +304,10 @@ typedef struct {
     Buf ids, metric_offsets, metric_data, label_offsets, name_offsets, name_data,
         value_offsets, value_data, owners, timestamps, values;
     Buf labels; /* scratch: the current series' Label array */
+    Buf raw;    /* scratch: the current series' label fields, as (start, length) slices */
     Buf key;    /* scratch: the current series' key */
     int64_t n_series, n_labels;
+    Seen seen;
 } Out;
 
 enum { OK = 0, FALLBACK = 1, NO_MEMORY = 2 };
@@ -310,21 +379,24 @@ static int put_key_part(Buf *key, const uint8_t *s, size_t n) {
 
 static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timestamp, Out *o) {
     int64_t index = o->n_series;
-    o->labels.len = 0;
+    size_t first_sample = o->owners.len / 8;
+    const uint8_t *fields = NULL, *fields_end = NULL; /* the label fields, when together */
+    int together = 1;
+    o->raw.len = 0;
     while (p < end) {
+        const uint8_t *field_start = p;
         uint64_t key;
         if (read_varint(&p, end, &key)) return FALLBACK;
         int field = (int)(key >> 3), wire_type = (int)(key & 7);
         const uint8_t *s;
         size_t n;
         if (field == 1) {
-            Label label;
             if (wire_type != 2 || read_bytes(&p, end, &s, &n)) return FALLBACK;
-            int status = parse_label(s, s + n, &label);
-            if (status) return status;
-            if (label.value_len == 0) continue; /* an empty value is an absent label */
-            if (label.name_len == 0) return FALLBACK;
-            if (buf_put(&o->labels, &label, sizeof label)) return NO_MEMORY;
+            if (!fields) fields = field_start;
+            else if (fields_end != field_start) together = 0;
+            fields_end = p;
+            const uint8_t *slice[2] = {s, s + n};
+            if (buf_put(&o->raw, slice, sizeof slice)) return NO_MEMORY;
         } else if (field == 2) {
             double value;
             int64_t timestamp;
@@ -340,6 +412,34 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
         } else if (skip_field(&p, end, wire_type)) {
             return FALLBACK;
         }
+    }
+
+    /* The same label fields as a series before it in this call: its samples are that
+       series' samples. */
+    size_t samples = o->owners.len / 8 - first_sample;
+    SeenEntry *seen = NULL;
+    uint64_t hash = 0;
+    if (together && fields && samples) {
+        if (o->seen.count * 2 >= (o->seen.slots ? o->seen.mask + 1 : 0) && seen_grow(&o->seen))
+            return NO_MEMORY;
+        hash = hash_bytes(fields, (size_t)(fields_end - fields));
+        seen = seen_slot(&o->seen, hash, fields, (size_t)(fields_end - fields));
+        if (seen->length) {
+            int64_t *owners = (int64_t *)o->owners.data + first_sample;
+            for (size_t k = 0; k < samples; k++) owners[k] = seen->series;
+            return OK;
+        }
+    }
+
+    o->labels.len = 0;
+    const uint8_t **slices = (const uint8_t **)o->raw.data;
+    for (size_t k = 0; k < o->raw.len / (2 * sizeof *slices); k++) {
+        Label label;
+        int status = parse_label(slices[2 * k], slices[2 * k + 1], &label);
+        if (status) return status;
+        if (label.value_len == 0) continue; /* an empty value is an absent label */
+        if (label.name_len == 0) return FALLBACK;
+        if (buf_put(&o->labels, &label, sizeof label)) return NO_MEMORY;
     }
 
     Label *labels = (Label *)o->labels.data;
@@ -383,6 +483,10 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
         id[8 + i] = digest[15 - i];
     }
     if (buf_put(&o->ids, id, 16)) return NO_MEMORY;
+    if (seen) {
+        *seen = (SeenEntry){hash, fields, (size_t)(fields_end - fields), index};
+        o->seen.count++;
+    }
     o->n_series++;
     return OK;
 }
@@ -425,7 +529,9 @@ static void out_free(Out *o) {
     outputs(o, list);
     for (int i = 0; i < N_OUTPUTS; i++) free(list[i]->data);
     free(o->labels.data);
+    free(o->raw.data);
     free(o->key.data);
+    free(o->seen.slots);
 }
 
 typedef struct {
@@ -480,6 +586,7 @@ static PyObject *columns(PyObject *self, PyObject *args) {
             for (int k = 0; k < N_OUTPUTS; k++) list[k]->len = lengths[k];
             o.n_series = n_series;
             o.n_labels = n_labels;
+            seen_clear(&o.seen); /* it may name series just rolled back */
             refused[i] = 1;
             status = OK;
         }

@@ -112,6 +112,24 @@ class TestTakenBodies:
         assert refused == []
         assert_same(decoded, _decode_v1_python(body))
 
+    def test_a_series_repeated_byte_for_byte_is_one_series_of_the_call(self):
+        scrape = [(("__name__", "up"), ("job", "api")), (("__name__", "rss"), ("pod", "p"))]
+        bodies = [v1(*((list(s), [(T0 + k, float(k))]) for s in scrape)) for k in range(4)]
+        (n, *_), refused = _v1_fast.columns(bodies, MIN)
+        assert refused == [] and n == 2
+        decoded, _ = fast(*bodies)
+        assert_same(decoded, _decode_v1_python(b"".join(bodies)))
+        assert decoded.samples.num_rows == 8
+
+    def test_a_refused_body_takes_its_series_with_it(self):
+        a = ([("__name__", "a")], [(T0, 1.0)])
+        b = ([("__name__", "b")], [(T0, 2.0)])
+        bad = ([("job", "no name")], [(T0, 3.0)])
+        bodies = [v1(a), v1(b, bad), v1(b, a)]
+        decoded, refused = fast(*bodies)
+        assert refused == [1]
+        assert_same(decoded, _decode_v1_python(bodies[0] + bodies[2]))
+
     def test_several_bodies_become_one_set_of_columns(self):
         bodies = [v1(([("__name__", "a"), ("i", str(k))], [(T0 + k, float(k))])) for k in range(5)]
         decoded, refused = fast(*bodies)
@@ -172,7 +190,18 @@ class TestRefusedBodies:
 
 names = st.sampled_from(["__name__", "job", "instance", "a", "b", "zone", "ü", ""])
 values = st.one_of(st.sampled_from(["", "x", "api", "ü€𝄞"]), st.text(max_size=12))
-labels = st.lists(st.tuples(names, values), max_size=6)
+labels = st.one_of(
+    st.lists(st.tuples(names, values), max_size=6),
+    # a few label sets again and again: series repeated within and across bodies
+    st.sampled_from(
+        [
+            [("__name__", "up"), ("job", "api")],
+            [("job", "api"), ("__name__", "up")],
+            [("__name__", "up"), ("job", "api"), ("empty", "")],
+            [("__name__", "rss")],
+        ]
+    ),
+)
 samples = st.lists(
     st.tuples(
         st.integers(-(2**63), 2**63 - 1),
