@@ -39,7 +39,7 @@ class Config:
     """Largest request body the receiver takes (compressed); above it, HTTP 413."""
     buffer_bytes: int = 256 << 20
     """Byte bound of the ingest buffer (waiting and in-flight rows); above it, HTTP 429."""
-    flush_linger_ms: int = 5
+    flush_linger_ms: int = 10
     """How long a flush waits for more writes to share it."""
     flush_concurrency: int = 2
     """How many flushes may run at once (ClickHouse runs one insert on about one core)."""
