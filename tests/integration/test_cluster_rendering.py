@@ -55,11 +55,17 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
             local[m.group(1)] = statement
         elif m := re.search(r"CREATE TABLE IF NOT EXISTS llmwh\.(\w+) ON CLUSTER c2", statement):
             distributed[m.group(1)] = statement
-    # Every table the migrations create, less the bookkeeping one the migrator owns.
+    # Every table the migrations create (0008's staging table too, which 0010 drops),
+    # less the bookkeeping one the migrator owns.
     assert set(local) == set(distributed) == TABLES - {"schema_migrations"} | {"remote_write_v1"}
     # A Null table stays Null on every node: it keeps nothing to replicate.
     assert "ENGINE = `Null`" in local.pop("remote_write_v1")
     assert "remote_write_v1_local, cityHash64(id))" in distributed["remote_write_v1"]
+    drops = [s for s in map(parser, rendered) if s.startswith("DROP TABLE")]
+    assert drops == [
+        "DROP TABLE IF EXISTS llmwh.remote_write_v1 ON CLUSTER c2",
+        "DROP TABLE IF EXISTS llmwh.remote_write_v1_local ON CLUSTER c2",
+    ]
     for table, statement in local.items():
         engine = re.search(
             r"ENGINE = (Replicated\w*MergeTree)\('([^']*)', '([^']*)'(.*?)\)\n", statement

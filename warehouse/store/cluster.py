@@ -13,6 +13,7 @@ A Null table (an insert target whose views do the work) becomes a Null ``t_local
 on every node behind the same Distributed ``t``: an insert reaches the shard that
 owns each row, and that shard's views fill its local tables.
 
+Dropping a sharded table drops its Distributed and its local table on every node.
 Materialized views read and write the local tables, so each shard rolls up its own
 rows and the Distributed rollup tables merge the states across shards at query time.
 The ``{shard}`` and ``{replica}`` macros come from each server's configuration.
@@ -36,6 +37,7 @@ _CREATE_VIEW = re.compile(
 _SYSTEM_VIEW = re.compile(r"^SYSTEM (STOP|START) VIEW \w+\.\w+\s*$", re.I)
 _INSERT_SELECT = re.compile(r"^INSERT INTO \w+\.\w+\s*(\(.*\))?\s*SELECT\b", re.I | re.S)
 _ALTER_TABLE = re.compile(r"^(ALTER TABLE) (\w+)\.(\w+)(.*)$", re.I | re.S)
+_DROP = re.compile(r"^(DROP (?:TABLE|VIEW) IF EXISTS) (\w+)\.(\w+)\s*$", re.I)
 _ENGINE = re.compile(r"ENGINE\s*=\s*(\w*)MergeTree\b(?:\s*\(([^)]*)\))?", re.I)
 _NULL_ENGINE = re.compile(r"ENGINE\s*=\s*Null\b", re.I)
 _SHARDING_KEY = re.compile(r"^\s*--\s*sharding_key:\s*(.+?)\s*$", re.M)
@@ -98,6 +100,10 @@ def _render(statement: str, body: str, cluster: str, database: str, sharded: set
     if match := _ALTER_TABLE.match(body):  # a view: MODIFY QUERY reads the local tables
         verb, db, view, rest = match.groups()
         return [f"{verb} {db}.{view}{on}{_localize(rest, database, sharded)}"]
+    if match := _DROP.match(body):  # a sharded table: its Distributed and local tables
+        verb, db, name = match.groups()
+        names = [name, f"{name}{LOCAL_SUFFIX}"] if name in sharded else [name]
+        return [f"{verb} {db}.{n}{on}" for n in names]
     if match := _SYSTEM_VIEW.match(body):  # takes no ON CLUSTER: each node stops its own
         return [body]
     if match := _INSERT_SELECT.match(body):  # through the Distributed tables: every shard
