@@ -16,6 +16,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pytest
+from payloads import v1
 
 from warehouse.errors import IngestError
 from warehouse.ingest.proto import V1, V2
@@ -25,6 +26,7 @@ from warehouse.ingest.remote_write import (
     METADATA_SCHEMA,
     SAMPLES_SCHEMA,
     SERIES_SCHEMA,
+    _decode_v1_python,
     decode_v1,
     decode_v2,
     series_id,
@@ -38,20 +40,6 @@ T0 = 1_700_000_000_000
 
 def bits(values) -> list[int]:
     return np.asarray(values, np.float64).view(np.uint64).tolist()
-
-
-def v1(*series, metadata=()) -> bytes:
-    """``series``: (labels as (name, value) pairs, samples as (timestamp, value) pairs)."""
-    request = V1.WriteRequest()
-    for labels, samples in series:
-        ts = request.timeseries.add()
-        for name, value in labels:
-            ts.labels.add(name=name, value=value)
-        for timestamp, value in samples:
-            ts.samples.add(timestamp=timestamp, value=value)
-    for kind, family, help_text, unit in metadata:
-        request.metadata.add(type=kind, metric_family_name=family, help=help_text, unit=unit)
-    return request.SerializeToString()
 
 
 class Symbols:
@@ -553,14 +541,15 @@ def main() -> None:
         (100_000, 1, True),
     ):
         body = throughput_body(n_series, n_samples, zeros)
-        decode_v1(body)
-        best = min(_timed(decode_v1, body) for _ in range(5))
-        total = n_series * n_samples
-        note = ", every 10th series all zeros" if zeros else ""
-        print(
-            f"decode_v1 {n_series:>7,} series x {n_samples:>3} samples{note}: "
-            f"{best * 1000:6.0f} ms CPU, {total / best / 1e6:.2f} M samples/s"
-        )
+        for name, decode in (("C", decode_v1), ("Python", _decode_v1_python)):
+            decode(body)
+            best = min(_timed(decode, body) for _ in range(5))
+            total = n_series * n_samples
+            note = ", every 10th series all zeros" if zeros else ""
+            print(
+                f"{name:>6}: {n_series:>7,} series x {n_samples:>3} samples{note}: "
+                f"{best * 1000:6.0f} ms CPU, {total / best / 1e6:.2f} M samples/s"
+            )
 
 
 def _timed(function, argument) -> float:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from payloads import v1
 
 from warehouse.errors import IngestError
 from warehouse.ingest.proto import V1
@@ -35,18 +36,6 @@ needs_extension = pytest.mark.skipif(
 )
 MIN = -(2**63)
 T0 = 1_700_000_000_000
-
-
-def v1(*series) -> bytes:
-    """``series``: (labels as (name, value) pairs, samples as (timestamp, value) pairs)."""
-    request = V1.WriteRequest()
-    for labels, samples in series:
-        ts = request.timeseries.add()
-        for name, value in labels:
-            ts.labels.add(name=name, value=value)
-        for timestamp, value in samples:
-            ts.samples.add(timestamp=timestamp, value=value)
-    return request.SerializeToString()
 
 
 def fast(*bodies: bytes, min_timestamp: int = MIN):
