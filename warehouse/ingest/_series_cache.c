@@ -45,30 +45,48 @@ static int cache_init(SeriesCache *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"capacity", NULL};
     Py_ssize_t capacity;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n", keywords, &capacity)) return -1;
-    if (capacity < 1) {
-        PyErr_SetString(PyExc_ValueError, "capacity must be positive");
+    if (capacity < 1 || capacity > ((Py_ssize_t)1 << 40)) {
+        PyErr_SetString(PyExc_ValueError, "capacity must be between 1 and 2**40");
         return -1;
     }
     size_t size = 16;
     while (size < (size_t)capacity * 2) size *= 2; /* load factor at most 1/2 */
-    PyMem_Free(self->slots);
-    PyMem_Free(self->used);
-    self->slots = PyMem_Calloc(size, sizeof(Entry));
-    self->used = PyMem_Calloc(size, 1);
-    if (!self->slots || !self->used) {
+    Entry *slots = PyMem_Calloc(size, sizeof(Entry));
+    uint8_t *used = PyMem_Calloc(size, 1);
+    if (!slots || !used) {
+        PyMem_Free(slots);
+        PyMem_Free(used);
         PyErr_NoMemory();
         return -1;
     }
+    PyMem_Free(self->slots);
+    PyMem_Free(self->used);
+    self->slots = slots;
+    self->used = used;
     self->mask = size - 1;
     self->count = 0;
     self->capacity = (size_t)capacity;
     return 0;
 }
 
+/* 0 when __init__ has run; else -1 with an error set. */
+static int ready(const SeriesCache *self) {
+    if (self->used) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "SeriesCache.__init__ was not called");
+    return -1;
+}
+
 static void cache_dealloc(SeriesCache *self) {
     PyMem_Free(self->slots);
     PyMem_Free(self->used);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The k-th int64 of a caller's buffer, whatever its alignment. */
+static int64_t load_i64(const void *buf, Py_ssize_t k) {
+    int64_t v;
+    memcpy(&v, (const char *)buf + 8 * k, 8);
+    return v;
 }
 
 typedef struct {
@@ -108,23 +126,24 @@ static int64_t period(int64_t t, int64_t length) {
 static PyObject *cache_unseen(SeriesCache *self, PyObject *args) {
     PyObject *ids, *min_times, *max_times;
     long long refresh_ms;
-    if (!PyArg_ParseTuple(args, "OOOL", &ids, &min_times, &max_times, &refresh_ms)) return NULL;
+    if (ready(self) || !PyArg_ParseTuple(args, "OOOL", &ids, &min_times, &max_times, &refresh_ms))
+        return NULL;
     Rows r;
     if (rows_get(&r, ids, min_times, max_times)) return NULL;
     PyObject *out = PyBytes_FromStringAndSize(NULL, r.n);
     if (out) {
         uint8_t *write = (uint8_t *)PyBytes_AS_STRING(out);
         const uint8_t *id = r.ids.buf;
-        const int64_t *lo = r.min_times.buf, *hi = r.max_times.buf;
         for (Py_ssize_t k = 0; k < r.n; k++, id += 16) {
+            int64_t lo = load_i64(r.min_times.buf, k), hi = load_i64(r.max_times.buf, k);
             size_t i = slot_of(self, id);
             const Entry *e = &self->slots[i];
             /* Later in a refresh period than the written max_time: periods are aligned
                on the epoch, so the series of a scrape cross into the next one together
                and their rewrites share one flush instead of trickling into every one. */
-            int later = refresh_ms > 0 ? period(hi[k], refresh_ms) > period(e->max_time, refresh_ms)
-                                       : hi[k] > e->max_time;
-            write[k] = !self->used[i] || lo[k] < e->min_time || later;
+            int later = refresh_ms > 0 ? period(hi, refresh_ms) > period(e->max_time, refresh_ms)
+                                       : hi > e->max_time;
+            write[k] = !self->used[i] || lo < e->min_time || later;
         }
     }
     rows_release(&r);
@@ -133,12 +152,12 @@ static PyObject *cache_unseen(SeriesCache *self, PyObject *args) {
 
 static PyObject *cache_remember(SeriesCache *self, PyObject *args) {
     PyObject *ids, *min_times, *max_times;
-    if (!PyArg_ParseTuple(args, "OOO", &ids, &min_times, &max_times)) return NULL;
+    if (ready(self) || !PyArg_ParseTuple(args, "OOO", &ids, &min_times, &max_times)) return NULL;
     Rows r;
     if (rows_get(&r, ids, min_times, max_times)) return NULL;
     const uint8_t *id = r.ids.buf;
-    const int64_t *lo = r.min_times.buf, *hi = r.max_times.buf;
     for (Py_ssize_t k = 0; k < r.n; k++, id += 16) {
+        int64_t lo = load_i64(r.min_times.buf, k), hi = load_i64(r.max_times.buf, k);
         size_t i = slot_of(self, id);
         Entry *e = &self->slots[i];
         if (!self->used[i]) {
@@ -151,11 +170,11 @@ static PyObject *cache_remember(SeriesCache *self, PyObject *args) {
             self->used[i] = 1;
             self->count++;
             memcpy(e->id, id, 16);
-            e->min_time = lo[k];
-            e->max_time = hi[k];
+            e->min_time = lo;
+            e->max_time = hi;
         } else {
-            if (lo[k] < e->min_time) e->min_time = lo[k];
-            if (hi[k] > e->max_time) e->max_time = hi[k];
+            if (lo < e->min_time) e->min_time = lo;
+            if (hi > e->max_time) e->max_time = hi;
         }
     }
     rows_release(&r);
@@ -164,6 +183,7 @@ static PyObject *cache_remember(SeriesCache *self, PyObject *args) {
 
 static PyObject *cache_clear(SeriesCache *self, PyObject *unused) {
     (void)unused;
+    if (ready(self)) return NULL;
     memset(self->used, 0, self->mask + 1);
     self->count = 0;
     Py_RETURN_NONE;

@@ -157,6 +157,15 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     return -1;
 }
 
+/* A field's tag, as the protobuf runtime accepts it: at most 5 bytes, at most 32 bits,
+   and a field number above 0. */
+static int read_tag(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    const uint8_t *start = *p;
+    if (read_varint(p, end, out) || *p - start > 5 || *out > UINT32_MAX || (*out >> 3) == 0)
+        return -1;
+    return 0;
+}
+
 /* Reads a length-delimited field's bounds. */
 static int read_bytes(const uint8_t **p, const uint8_t *end, const uint8_t **start, size_t *len) {
     uint64_t n;
@@ -326,7 +335,7 @@ static int parse_label(const uint8_t *p, const uint8_t *end, Label *label) {
     label->name_len = label->value_len = 0;
     while (p < end) {
         uint64_t key;
-        if (read_varint(&p, end, &key)) return FALLBACK;
+        if (read_tag(&p, end, &key)) return FALLBACK;
         int field = (int)(key >> 3), wire_type = (int)(key & 7);
         if (field == 1 || field == 2) {
             if (wire_type != 2) return FALLBACK;
@@ -347,7 +356,7 @@ static int parse_sample(const uint8_t *p, const uint8_t *end, double *value, int
     *timestamp = 0;
     while (p < end) {
         uint64_t key;
-        if (read_varint(&p, end, &key)) return FALLBACK;
+        if (read_tag(&p, end, &key)) return FALLBACK;
         int field = (int)(key >> 3), wire_type = (int)(key & 7);
         if (field == 1) {
             if (wire_type != 1 || end - p < 8) return FALLBACK;
@@ -386,7 +395,7 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
     while (p < end) {
         const uint8_t *field_start = p;
         uint64_t key;
-        if (read_varint(&p, end, &key)) return FALLBACK;
+        if (read_tag(&p, end, &key)) return FALLBACK;
         int field = (int)(key >> 3), wire_type = (int)(key & 7);
         const uint8_t *s;
         size_t n;
@@ -494,7 +503,7 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
 static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_timestamp, Out *o) {
     while (p < end) {
         uint64_t key;
-        if (read_varint(&p, end, &key)) return FALLBACK;
+        if (read_tag(&p, end, &key)) return FALLBACK;
         int field = (int)(key >> 3), wire_type = (int)(key & 7);
         if (field == 1) {
             const uint8_t *s;
@@ -581,12 +590,13 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         size_t lengths[N_OUTPUTS];
         for (int k = 0; k < N_OUTPUTS; k++) lengths[k] = list[k]->len;
         int64_t n_series = o.n_series, n_labels = o.n_labels;
+        size_t seen = o.seen.count;
         status = parse_request(start, start + bodies[i].view.len, (int64_t)min_timestamp, &o);
         if (status == FALLBACK) {
             for (int k = 0; k < N_OUTPUTS; k++) list[k]->len = lengths[k];
             o.n_series = n_series;
             o.n_labels = n_labels;
-            seen_clear(&o.seen); /* it may name series just rolled back */
+            if (o.seen.count != seen) seen_clear(&o.seen); /* it names series rolled back */
             refused[i] = 1;
             status = OK;
         }

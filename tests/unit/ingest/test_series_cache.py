@@ -118,3 +118,17 @@ def test_extreme_timestamps_do_not_overflow_the_comparison():
     write(cache, rows(("edge", low, low)))
     assert write(cache, rows(("edge", low, high))) == ["edge"]
     assert write(cache, rows(("edge", low, high))) == []
+
+
+def test_the_c_table_refuses_misuse_with_an_error_not_a_crash():
+    from warehouse.ingest._series_cache import SeriesCache
+
+    bare = SeriesCache.__new__(SeriesCache)  # __init__ never ran
+    with pytest.raises(RuntimeError, match="__init__"):
+        bare.clear()
+    with pytest.raises(RuntimeError, match="__init__"):
+        bare.unseen(b"\1" * 16, b"\0" * 8, b"\0" * 8, 0)
+    with pytest.raises(ValueError, match="capacity"):
+        SeriesCache(2**62 + 1)
+    with pytest.raises(ValueError, match="16 bytes"):
+        SeriesCache(4).remember(b"\1" * 15, b"\0" * 8, b"\0" * 8)

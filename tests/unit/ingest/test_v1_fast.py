@@ -59,6 +59,15 @@ def assert_same(a, b) -> None:
     assert a.samples_written == b.samples_written
 
 
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
 def python_or_error(body: bytes):
     try:
         return _decode_v1_python(body)
@@ -144,6 +153,30 @@ class TestRefusedBodies:
         decoded, refused = fast(body)
         assert refused == [0]
         assert decoded.samples.num_rows == 0 and decoded.series.num_rows == 0
+        with pytest.raises(IngestError):
+            _decode_v1_python(body)
+
+    @pytest.mark.parametrize(
+        "tag",
+        [
+            pytest.param(((1 << 32) | 1) << 3 | 2, id="tag above 32 bits"),
+            pytest.param(0 << 3 | 2, id="field number 0"),
+        ],
+    )
+    def test_a_tag_the_protobuf_runtime_refuses_is_refused(self, tag):
+        inner = v1(([("__name__", "up")], [(T0, 1.0)]))[2:]  # the TimeSeries' own bytes
+        body = varint(tag) + varint(len(inner)) + inner
+        _, refused = fast(body)
+        assert refused == [0]
+        with pytest.raises(IngestError):
+            _decode_v1_python(body)
+
+    def test_a_tag_varint_longer_than_five_bytes_is_refused(self):
+        inner = v1(([("__name__", "up")], [(T0, 1.0)]))[2:]
+        padded_tag = b"\x8a\x80\x80\x80\x80\x00"  # field 1, wire type 2, in six bytes
+        body = padded_tag + varint(len(inner)) + inner
+        _, refused = fast(body)
+        assert refused == [0]
         with pytest.raises(IngestError):
             _decode_v1_python(body)
 
