@@ -48,12 +48,12 @@ from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
 from warehouse.ingest.llm_metrics import load_mapping, request_parts
 from warehouse.ingest.metrics import ReceiverMetrics
+from warehouse.store.base import Store
 
 try:  # C, like the decoder it serves (see hatch_build.py)
     from warehouse.ingest.series_cache import WrittenSeries
 except ImportError:  # pragma: no cover - built without a C compiler
     WrittenSeries = None
-from warehouse.store.base import Store
 
 __all__ = ["Receiver"]
 
