@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/llmwh serve
+	$(BIN)/llmwh serve --demo
 
 test: $(STAMP) system-deps
 	$(BIN)/ruff check warehouse tests benchmarks

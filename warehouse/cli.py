@@ -13,7 +13,7 @@ from typing import Annotated
 import pyarrow as pa
 import typer
 
-from warehouse import cli_query
+from warehouse import cli_compare, cli_generate, cli_query
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import load_config
 from warehouse.errors import (
@@ -39,6 +39,8 @@ migrate_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 app.add_typer(clickhouse_app, name="clickhouse")
 app.add_typer(migrate_app, name="migrate")
 app.add_typer(cli_query.app)
+app.add_typer(cli_generate.app)
+app.add_typer(cli_compare.app)
 
 HttpPortOption = Annotated[
     int, typer.Option("--http-port", help="HTTP port on 127.0.0.1 (0 picks a free one)")
@@ -257,6 +259,17 @@ def serve(
     http_port: HttpPortOption = embedded.DEFAULT_HTTP_PORT,
     tcp_port: TcpPortOption = embedded.DEFAULT_TCP_PORT,
     config_file: ConfigOption = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Also send synthetic traffic with an incident into the receiver: the last "
+            "6 hours at once, then live",
+        ),
+    ] = False,
+    demo_rate: Annotated[
+        float, typer.Option("--demo-rate", help="With --demo: mean requests per second")
+    ] = 20.0,
 ) -> None:
     """Run the warehouse: the embedded ClickHouse (unless --store names one), migrated,
     and the receiver (remote write and per-request events) on --listen.
@@ -270,7 +283,10 @@ def serve(
 
     config = load_config(config_file, store=store, data_dir=data, listen=listen)
     host, port = _host_port(config.listen)
+    if demo_rate <= 0:
+        raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")
     owned = None
+    traffic = None
     url = config.store
     try:
         if url is None:
@@ -297,9 +313,17 @@ def serve(
             f"warehouse ready: store {target.url}\n"
             f"  remote write:  http://{host}:{port}/api/v1/write\n"
             f"  events:        http://{host}:{port}/api/v1/requests\n"
-            f"  try: {_program()} migrate status --store {target.url}\n"
-            "Ctrl-C stops it."
+            + (_DEMO_HINTS if demo else f"  try: {_program()} migrate status\n")
+            + "Ctrl-C stops it."
         )
+        if demo:
+            from warehouse.demo import DemoTraffic
+
+            loopback = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+            traffic = DemoTraffic(
+                f"http://{loopback}:{port}", target, rate=demo_rate, say=typer.echo
+            )
+            traffic.start()
         # uvicorn handles SIGINT/SIGTERM itself (draining the receiver), then re-raises
         # the signal into the handlers it found: make those ours, so that the `finally`
         # below still stops the embedded server.
@@ -313,9 +337,21 @@ def serve(
             owned = None
             raise EmbeddedServerError(died[0])
     finally:
+        if traffic is not None:
+            traffic.stop()
         if owned is not None:
             embedded.stop_server(owned.data_dir)
             typer.echo("stopped the embedded ClickHouse")
+
+
+_DEMO_HINTS = """\
+  in another terminal, try (from this directory):
+    llmwh sla --slo chat-assistant --since 6h --by zone   SLA report per zone
+    llmwh drill --by zone -m count,p95_ttft_ms --since 1h
+    llmwh root-cause --slo chat-assistant --since 1h      what carries the bad requests
+    llmwh timeseries -m p95_ttft_ms --by zone --since 3h --interval 15m
+  (llmwh is .venv/bin/llmwh after `make run`; the README's "Try it" has more)
+"""
 
 
 def _host_port(listen: str) -> tuple[str, int]:

@@ -12,8 +12,8 @@ import pyarrow as pa
 
 from warehouse.config import Config
 from warehouse.query import registry
+from warehouse.query.ab import compare_groups
 from warehouse.query.builder import FilterValue, Question
-from warehouse.query.compare import compare_groups
 from warehouse.query.drift import detect_drift
 from warehouse.query.readonly import run_read_only
 from warehouse.query.result import Result, normalize

@@ -248,19 +248,27 @@ def test_an_arm_with_injected_errors_has_significantly_lower_attainment(load, ab
 
 @pytest.mark.parametrize("measure", ["attainment", "p95_ttft_ms"])
 def test_arms_from_one_distribution_have_an_interval_containing_zero(load, ab_traffic, measure):
+    # Four comparisons of arms without a difference: at 99%, all four intervals hold
+    # zero for most seeds (at 95%, one in five seeds misses somewhere by chance).
     wh = load(ab_traffic)
     same = [
-        wh.compare_groups(measure, a="control", b="canary", since=START, until=UNTIL),
+        wh.compare_groups(measure, a="control", b="canary", since=START, until=UNTIL, level=0.99),
         # A dimension the effects are independent of.
         wh.compare_groups(
-            measure, dimension="client_os", a="linux", b="macos", since=START, until=UNTIL
+            measure,
+            dimension="client_os",
+            a="linux",
+            b="macos",
+            since=START,
+            until=UNTIL,
+            level=0.99,
         ),
     ]
     for result in same:
         row = result.row(0, named=True)
         assert row["low"] < 0 < row["high"], row
         assert row["significant"] is False
-        assert row["p_value"] > 0.05
+        assert row["p_value"] > 0.01
 
 
 def test_a_slower_arm_has_a_significantly_higher_p95(load, ab_traffic):

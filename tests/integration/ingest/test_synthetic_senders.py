@@ -1,0 +1,139 @@
+"""Synthetic traffic sent to a real `llmwh serve`: events, remote write, and the demo."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from senders import free_port
+
+from warehouse.demo import DemoTraffic
+from warehouse.store import open_store
+from warehouse.synthetic import request_batches, synthetic_requests
+from warehouse.synthetic.send import Sender, SendError
+
+START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+
+
+def scalar(url: str, sql: str):
+    store = open_store(url)
+    try:
+        return store.query_arrow(sql).column(0)[0].as_py()
+    finally:
+        store.close()
+
+
+def test_events_land_every_request_once(receiver):
+    base, store_url = receiver
+    sender = Sender(base, via="events")
+    table = synthetic_requests(12_000, seed=1, start=START)
+    assert sender.send([table]) == 12_000
+    sender.close()
+    assert scalar(store_url, "SELECT count() FROM requests") == 12_000
+    assert scalar(store_url, "SELECT uniqExact(request_id) FROM requests") == 12_000
+
+
+def test_remote_write_lands_every_user_request_as_parts(receiver):
+    base, store_url = receiver
+    table = synthetic_requests(1_500, seed=2, start=START)
+    users = table.num_rows - sum(table.column("is_probe").to_pylist())
+    sender = Sender(f"{base}/api/v1/write")
+    assert sender.via == "remote-write"
+    sender.send([table])
+    sender.close()
+    # Parts are sealed into `requests` after seal_after_seconds; they are all there now.
+    assert scalar(store_url, "SELECT uniqExact(request_id) FROM request_parts") == users
+
+
+def test_a_refused_write_stops_the_sender_with_the_receivers_answer(receiver):
+    base, _ = receiver
+    sender = Sender(f"{base}/api/v1/nowhere", via="events")
+    with pytest.raises(SendError, match=r"refused a write \(404\)"):
+        sender.send([synthetic_requests(10, seed=3, start=START)])
+
+
+def test_the_rate_paces_the_writes(receiver):
+    base, _ = receiver
+    sender = Sender(base, via="events", rate=100)  # writes of 50 requests, every half second
+    began = time.monotonic()
+    sender.send(request_batches(300, seed=4, start=START))
+    assert 2.5 <= time.monotonic() - began < 10  # the last write is due 250/100 s in
+
+
+def test_the_demo_backfills_its_history_with_the_incident_then_goes_live(receiver):
+    base, store_url = receiver
+    store = open_store(store_url)
+    lines: list[str] = []
+    demo = DemoTraffic(
+        base, store, rate=30, history=timedelta(minutes=20), incident_ago=timedelta(minutes=10),
+        slice_seconds=0.5, say=lines.append,
+    )  # fmt: skip
+    demo.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any("now sending" in line for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        backfilled = scalar(store_url, "SELECT count() FROM requests")
+        time.sleep(2)
+        assert scalar(store_url, "SELECT count() FROM requests") > backfilled  # live traffic
+    finally:
+        demo.stop()
+    assert any("incident zone-ttft" in line for line in lines), lines
+    said = next(line for line in lines if "backfilling" in line)
+    promised = int(re.search(r"backfilling ([\d,]+) requests", said)[1].replace(",", ""))
+    assert 30 * 1200 * 0.5 <= promised <= 30 * 1200 * 1.5  # 20 minutes at 30/s, daily cycle
+    assert promised <= backfilled <= promised + 200  # plus the first live slices, if any
+    slow = scalar(
+        store_url,
+        "SELECT quantileExactIf(0.5)(ttft_ms, zone = 'sh-b')"
+        " / quantileExactIf(0.5)(ttft_ms, zone != 'sh-b')"
+        " FROM requests WHERE ts > now() - INTERVAL 9 MINUTE AND NOT is_probe",
+    )
+    assert slow > 2.5
+
+    # A restarted demo fills only the gap since its newest request.
+    before = scalar(store_url, "SELECT count() FROM requests")
+    again = DemoTraffic(base, store, rate=30, history=timedelta(minutes=20), say=lines.append)
+    again.start()
+    time.sleep(3)
+    again.stop()
+    store.close()
+    assert scalar(store_url, "SELECT count() FROM requests") < before + 2_000
+
+
+def test_serve_demo_runs_the_demo_in_the_receiver(embedded_server, tmp_path):
+    url = embedded_server.store_url(f"demo_{uuid.uuid4().hex[:10]}")
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "serve", "--demo", "--demo-rate", "2",
+         "--store", url, "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 90
+        while not any("now sending" in line for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stored = scalar(url, "SELECT count() FROM requests")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        reader.join(timeout=10)
+    output = "".join(lines)
+    assert process.returncode == 0, output
+    assert "llmwh root-cause --slo chat-assistant --since 1h" in output
+    assert "demo: backfilled; now sending about 2 requests/s live" in output
+    promised = int(re.search(r"backfilling ([\d,]+) requests", output)[1].replace(",", ""))
+    assert 2 * 6 * 3600 * 0.5 <= promised <= 2 * 6 * 3600 * 1.5
+    assert promised <= stored <= promised + 50
+    store = open_store(url)
+    store.command(f"DROP DATABASE IF EXISTS {store.database}")
+    store.close()

@@ -1,0 +1,120 @@
+"""``llmwh generate``: seeded synthetic traffic to a file or to a receiver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import typer
+
+from warehouse.errors import ConfigError
+from warehouse.ingest.events import encode_ndjson
+from warehouse.model import REQUESTS_SCHEMA
+from warehouse.query.timerange import parse_duration, parse_instant
+from warehouse.synthetic import INCIDENT_KINDS, parse_incident, request_batches
+from warehouse.synthetic.send import ENDPOINTS, Sender
+
+__all__ = ["app"]
+
+app = typer.Typer()
+
+_FILE_FORMATS = {".ndjson": "ndjson", ".jsonl": "ndjson", ".json": "ndjson", ".parquet": "parquet"}
+
+
+@app.command("generate")
+def generate(
+    requests: Annotated[int, typer.Option("--requests", "-n", help="How many requests")] = 100_000,
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same data")] = 0,
+    span: Annotated[str, typer.Option("--span", help="Time the requests spread over")] = "1d",
+    start: Annotated[
+        str | None,
+        typer.Option(
+            "--start", help="First arrival: ISO time or a duration ago [default: --span ago]"
+        ),
+    ] = None,
+    diurnal: Annotated[
+        float, typer.Option("--diurnal", help="Depth of the daily cycle of arrivals, 0 to <1")
+    ] = 0.5,
+    incident: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--incident",
+            "-i",
+            help=f"Inject KIND[:key=value,...], KIND one of {', '.join(INCIDENT_KINDS)}; "
+            "keys: the dimension it hits, at, for (share of the span or a duration), "
+            "severity. Repeatable.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write to FILE (.ndjson, .jsonl or .parquet)")
+    ] = None,
+    send: Annotated[
+        str | None,
+        typer.Option("--send", help="Send to a receiver, e.g. http://127.0.0.1:9201"),
+    ] = None,
+    via: Annotated[
+        str, typer.Option("--via", help=f"With --send: {' or '.join(ENDPOINTS)}")
+    ] = "events",
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", help="With --send: requests per second [default: as fast as taken]"),
+    ] = None,
+) -> None:
+    """Realistic, seeded LLM inference traffic with optional incidents, to a file or a receiver.
+
+    Diurnal arrivals; skewed tenant, service, model, region, client and experiment-arm
+    mixes; latencies that grow with prompt and output length, load and KV-cache misses;
+    errors of the taxonomy; health-check probes. Same arguments, same data.
+    """
+    from rich.progress import Progress
+
+    if (out is None) == (send is None):
+        raise ConfigError("give exactly one of --out FILE and --send URL")
+    if requests < 0:
+        raise ConfigError(f"--requests must be >= 0, got {requests}")
+    length = parse_duration(span)
+    now = datetime.now(UTC).replace(microsecond=0)
+    first = parse_instant(start, now) if start else now - length
+    incidents = [parse_incident(spec) for spec in incident or ()]
+    start_ms, span_ms = int(first.timestamp() * 1000), int(length.total_seconds() * 1000)
+    for injected in incidents:
+        typer.echo(f"incident {injected.describe(start_ms, span_ms)}", err=True)
+    batches = request_batches(requests, seed, first, length, incidents, diurnal)
+
+    with ExitStack() as stack:
+        progress = stack.enter_context(Progress(transient=True))
+        task = progress.add_task("generating" if out else f"sending ({via})", total=requests)
+        if out is not None:
+            written = _write(out, batches, lambda k: progress.advance(task, k))
+            where = str(out)
+        else:
+            sender = Sender(send, via=via, rate=rate)
+            stack.callback(sender.close)
+            written = sender.send(batches, lambda k: progress.advance(task, k))
+            where = f"{send} ({sender.via})"
+    typer.echo(f"generated {written:,} requests (seed {seed}) -> {where}", err=True)
+
+
+def _write(path: Path, batches: Iterable[pa.Table], advance: Callable[[int], None]) -> int:
+    kind = _FILE_FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise ConfigError(f"--out {path}: name it .ndjson, .jsonl or .parquet")
+    rows = 0
+    if kind == "parquet":
+        with pq.ParquetWriter(path, REQUESTS_SCHEMA, compression="zstd") as writer:
+            for table in batches:
+                writer.write_table(table)
+                rows += table.num_rows
+                advance(table.num_rows)
+        return rows
+    with path.open("wb") as sink:
+        for table in batches:
+            sink.write(encode_ndjson(table) if table.num_rows else b"")
+            rows += table.num_rows
+            advance(table.num_rows)
+    return rows

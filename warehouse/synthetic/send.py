@@ -1,0 +1,139 @@
+"""Send requests to a receiver, paced: per-request events (Arrow IPC) or remote write.
+
+A write the receiver refuses for its content (4xx other than 429) stops the sender with
+the receiver's message; 429 and 5xx answers and lost connections are retried with
+backoff (``Retry-After`` honoured), as Prometheus does, so nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+
+from warehouse.errors import ConfigError, WarehouseError
+from warehouse.synthetic.samples import remote_write_body
+
+__all__ = ["ENDPOINTS", "SendError", "Sender"]
+
+ENDPOINTS = {"events": "/api/v1/requests", "remote-write": "/api/v1/write"}
+_ROWS_PER_WRITE = {"events": 5_000, "remote-write": 200}
+_RETRIES = 8
+
+
+class SendError(WarehouseError):
+    """The receiver refused a write, or stayed unreachable through every retry."""
+
+
+@dataclass
+class Sender:
+    """Posts requests to ``url`` (a receiver's base URL, or one of its endpoints).
+
+    ``rate`` caps requests per second (``None``: as fast as the receiver takes them).
+    """
+
+    url: str
+    via: str = "events"
+    rate: float | None = None
+    timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                f"--send needs an http(s) URL such as http://127.0.0.1:9201, got {self.url!r}"
+            )
+        path = parts.path.rstrip("/")
+        for via, endpoint in ENDPOINTS.items():
+            if path.endswith(endpoint):
+                self.via, path = via, path[: -len(endpoint)]
+        if self.via not in ENDPOINTS:
+            raise ConfigError(f"unknown --via {self.via!r}: expected {' or '.join(ENDPOINTS)}")
+        if self.rate is not None and self.rate <= 0:
+            raise ConfigError(f"--rate must be > 0 requests/s, got {self.rate}")
+        self._path = path + ENDPOINTS[self.via]
+        connection = (
+            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        )
+        self._connection = connection(parts.hostname, parts.port, timeout=self.timeout)
+        self._started: float | None = None
+        self.sent = 0
+
+    def send(
+        self, batches: Iterable[pa.Table], progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Send every request of ``batches``, in order; returns how many were acknowledged."""
+        for table in batches:
+            for chunk in self._chunks(table):
+                self._pace()
+                self._post(*self._body(chunk))
+                self.sent += chunk.num_rows
+                if progress is not None:
+                    progress(chunk.num_rows)
+        return self.sent
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def _chunks(self, table: pa.Table) -> Iterator[pa.Table]:
+        size = _ROWS_PER_WRITE[self.via]
+        if self.rate is not None:  # a write at least every half second at low rates
+            size = max(1, min(size, int(self.rate / 2)))
+        for first in range(0, table.num_rows, size):
+            yield table.slice(first, size)
+
+    def _pace(self) -> None:
+        if self.rate is None:
+            return
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        due = self._started + self.sent / self.rate
+        if due > now:
+            time.sleep(due - now)
+
+    def _body(self, chunk: pa.Table) -> tuple[bytes, dict[str, str]]:
+        if self.via == "remote-write":
+            headers = {
+                "Content-Type": "application/x-protobuf",
+                "Content-Encoding": "snappy",
+                "X-Prometheus-Remote-Write-Version": "0.1.0",
+            }
+            return remote_write_body(chunk), headers
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, chunk.schema) as writer:
+            writer.write_table(chunk)
+        return sink.getvalue().to_pybytes(), {"Content-Type": "application/vnd.apache.arrow.stream"}
+
+    def _post(self, body: bytes, headers: dict[str, str]) -> None:
+        delay = 0.25
+        for attempt in range(_RETRIES + 1):
+            try:
+                self._connection.request("POST", self._path, body, headers)
+                response = self._connection.getresponse()
+                answer = response.read().decode(errors="replace").strip()
+            except (OSError, http.client.HTTPException) as exc:
+                self._connection.close()
+                status, answer, retry_after = 0, str(exc), None
+            else:
+                status, retry_after = response.status, response.getheader("Retry-After")
+            if 200 <= status < 300:
+                return
+            if status and status != 429 and status < 500:
+                raise SendError(f"the receiver refused a write ({status}): {answer}")
+            if attempt == _RETRIES:
+                break
+            time.sleep(_retry_delay(retry_after, delay))
+            delay = min(delay * 2, 10.0)
+        last = f"{status} {answer}" if status else answer
+        raise SendError(f"{self.url} did not take a write after {_RETRIES} retries (last: {last})")
+
+
+def _retry_delay(retry_after: str | None, backoff: float) -> float:
+    if retry_after and retry_after.strip().isdigit():
+        return min(float(retry_after), 30.0)
+    return backoff
