@@ -19,6 +19,7 @@ from warehouse.config import load_config
 from warehouse.errors import (
     ConfigError,
     EmbeddedServerError,
+    IngestError,
     StoreError,
     WarehouseError,
 )
@@ -221,12 +222,19 @@ def ingest(
     from rich.progress import Progress
 
     from warehouse.ingest.events import read_file
+    from warehouse.ingest.limits import WriteLimits
 
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
     tables = []
+    limits = WriteLimits.from_config(config)
     for path in files:
-        tables.append(read_file(path))  # its errors name the file, line or row, and field
+        table = read_file(path)  # its errors name the file, line or row, and field
+        try:
+            limits.check_requests(table)
+        except IngestError as exc:
+            raise IngestError(f"{path}: {exc}") from None
+        tables.append(table)
     total, done = sum(t.num_rows for t in tables), 0
     with Progress(transient=True) as progress:
         task = progress.add_task("inserting requests", total=total)

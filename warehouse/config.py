@@ -48,6 +48,14 @@ class Config:
     series_refresh_seconds: int = 60
     """A remembered series' row is written again once its samples pass the written
     max_time by this much: how far `series.max_time` may trail (0: exact)."""
+    max_series_per_write: int = 100_000
+    """Most series one remote write may hold (0: no limit); over it, HTTP 400."""
+    max_labels_per_series: int = 30
+    """Most labels a series may carry, __name__ included (0: no limit); over it, HTTP 400."""
+    max_label_name_bytes: int = 1024
+    """Longest label name, in UTF-8 bytes (0: no limit); over it, HTTP 400."""
+    max_label_value_bytes: int = 2048
+    """Longest label value or metric name, in UTF-8 bytes (0: no limit); over it, HTTP 400."""
     auth_token: str | None = None
     """Bearer token every receiver request must carry (unset: no auth)."""
     basic_auth: str | None = None
@@ -111,7 +119,15 @@ def load_config(config_file: str | Path | None = None, **overrides: Any) -> Conf
     )
 
 
-_MAY_BE_ZERO = frozenset({"series_refresh_seconds"})
+_MAY_BE_ZERO = frozenset(
+    {
+        "series_refresh_seconds",
+        "max_series_per_write",
+        "max_labels_per_series",
+        "max_label_name_bytes",
+        "max_label_value_bytes",
+    }
+)
 
 
 def _coerce(name: str, kind: str, value: Any) -> Any:

@@ -1,16 +1,19 @@
 /*
  * Remote write 1.0 in C: prometheus.WriteRequests of float samples, as columns.
  *
- * columns(bodies, min_timestamp) parses decompressed WriteRequests, each on its own,
- * in one pass without the GIL, into one set of the columns
+ * columns(bodies, min_timestamp, limits) parses decompressed WriteRequests, each on its
+ * own, in one pass without the GIL, into one set of the columns
  * warehouse.ingest.remote_write_tables builds its tables from: every series' labels
  * checked, sorted by name and hashed into its id. A body this fast path does not take
  * is left out whole and its index returned, for the Python decoder to decode alone:
  * anything the fast path does not handle (metadata, exemplars, histograms, a wire type
  * it does not expect), anything the decoder refuses (corrupt protobuf, invalid UTF-8,
- * an empty or duplicate label name, no __name__), and a sample older than
- * min_timestamp (the retention). The Python decoder then gives the same rows or the
- * error message, so this module never has to agree with it on a message, only on rows.
+ * an empty or duplicate label name, no __name__), a sample older than min_timestamp
+ * (the retention), and a body over one of the receiver's limits (series per body,
+ * labels per series, bytes per label name or value). The Python decoder then gives the
+ * same rows or the error message, so this module never has to agree with it on a
+ * message, only on rows. Its limit checks may only be stricter than Python's: it counts
+ * series entries, Python distinct series.
  *
  * The series id is the one remote_write_tables defines: the MD5 digest of
  * S(metric) S(name_1) S(value_1) ... with S(s) = "<len>:" s and the labels sorted by
@@ -317,6 +320,9 @@ typedef struct {
     Buf key;    /* scratch: the current series' key */
     int64_t n_series, n_labels;
     Seen seen;
+    /* The receiver's limits, 0 for none: series per body, labels per series (with
+       __name__), bytes per label name and per label value (the metric name included). */
+    uint64_t max_series, max_labels, max_name_len, max_value_len;
 } Out;
 
 enum { OK = 0, FALLBACK = 1, NO_MEMORY = 2 };
@@ -448,11 +454,15 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
         if (status) return status;
         if (label.value_len == 0) continue; /* an empty value is an absent label */
         if (label.name_len == 0) return FALLBACK;
+        if ((o->max_name_len && label.name_len > o->max_name_len) ||
+            (o->max_value_len && label.value_len > o->max_value_len))
+            return FALLBACK; /* over a limit: Python says which */
         if (buf_put(&o->labels, &label, sizeof label)) return NO_MEMORY;
     }
 
     Label *labels = (Label *)o->labels.data;
     size_t count = o->labels.len / sizeof(Label);
+    if (o->max_labels && count > o->max_labels) return FALLBACK;
     /* Senders sort labels already; check before sorting. */
     int sorted = 1;
     for (size_t i = 1; i < count && sorted; i++) sorted = compare_names(&labels[i - 1], &labels[i]) < 0;
@@ -501,6 +511,7 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
 }
 
 static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_timestamp, Out *o) {
+    uint64_t entries = 0; /* series entries, repeated or not: at least the distinct series */
     while (p < end) {
         uint64_t key;
         if (read_tag(&p, end, &key)) return FALLBACK;
@@ -509,6 +520,7 @@ static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_times
             const uint8_t *s;
             size_t n;
             if (wire_type != 2 || read_bytes(&p, end, &s, &n)) return FALLBACK;
+            if (o->max_series && ++entries > o->max_series) return FALLBACK;
             int status = parse_series(s, s + n, min_timestamp, o);
             if (status) return status;
         } else if (field == 3) {
@@ -552,7 +564,10 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *sequence;
     long long min_timestamp;
-    if (!PyArg_ParseTuple(args, "OL", &sequence, &min_timestamp)) return NULL;
+    unsigned long long limits[4] = {0, 0, 0, 0};
+    if (!PyArg_ParseTuple(args, "OL|(KKKK)", &sequence, &min_timestamp, &limits[0], &limits[1],
+                          &limits[2], &limits[3]))
+        return NULL;
     PyObject *fast = PySequence_Fast(sequence, "bodies must be a sequence of bytes");
     if (!fast) return NULL;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
@@ -561,6 +576,10 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Out o;
     memset(&o, 0, sizeof o);
+    o.max_series = limits[0];
+    o.max_labels = limits[1];
+    o.max_name_len = limits[2];
+    o.max_value_len = limits[3];
     if (!bodies || !refused) {
         PyErr_NoMemory();
         goto done;
@@ -652,7 +671,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS,
-     "columns(bodies, min_timestamp) -> (columns, refused)\n\n"
+     "columns(bodies, min_timestamp, limits=(0, 0, 0, 0)) -> (columns, refused)\n\n"
      "Decompressed prometheus.WriteRequest bodies of float samples as one set of columns, "
      "and the indices of the bodies left to the Python decoder (they add nothing)."},
     {NULL, NULL, 0, NULL},

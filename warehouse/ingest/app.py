@@ -46,6 +46,7 @@ from warehouse.errors import (
 from warehouse.ingest import events, remote_write
 from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
+from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.llm_metrics import load_mapping, request_parts
 from warehouse.ingest.metrics import ReceiverMetrics
 from warehouse.store.base import Store
@@ -80,6 +81,7 @@ class Receiver:
         self.metrics = ReceiverMetrics()
         self.metrics.buffer_limit_bytes.set(self.config.buffer_bytes)
         self.mapping = load_mapping(self.config.metric_mapping)
+        self.limits = WriteLimits.from_config(self.config)
         self._sealer: asyncio.Task | None = None
         self.committer = GroupCommitter(
             store,
@@ -302,6 +304,7 @@ class Receiver:
         the write less what the retention drops with how much that was.
         """
         decoded = decode(raw)
+        self.limits.check_series(decoded.series)
         parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant)
         decoded, too_old = self._within_retention(decoded)
         return {**_store_tables(decoded), "request_parts": parts}, (decoded, too_old)
@@ -320,7 +323,7 @@ class Receiver:
         cutoff = _MIN_INT64
         if self.store.capabilities.ttl:
             cutoff = int(self._retention_cutoff().timestamp() * 1000)
-        decoded, left_out = remote_write.decode_v1_batch(bodies, cutoff)
+        decoded, left_out = remote_write.decode_v1_batch(bodies, cutoff, self.limits.as_tuple())
         if decoded.series.num_rows:
             parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant or None)
             # Series first: no sample lands before its series.
@@ -396,6 +399,7 @@ class Receiver:
         self.metrics.bytes_received.labels("/api/v1/requests").inc(len(body))
         started = time.perf_counter()
         table = await asyncio.to_thread(_decode_events, body, encoding, decode)
+        self.limits.check_requests(table)
         table = self._with_tenant(scope, table)
         self.metrics.decode_seconds.labels("/api/v1/requests").observe(
             time.perf_counter() - started

@@ -130,16 +130,20 @@ def _counts(data: bytes, view: Any, split: Any, message: str) -> np.ndarray:
 # --- 1.0 ----------------------------------------------------------------------------------
 
 
-def decode_v1_batch(bodies: Sequence[bytes], min_timestamp: int) -> tuple[DecodedWrite, list[int]]:
+def decode_v1_batch(
+    bodies: Sequence[bytes], min_timestamp: int, limits: tuple[int, int, int, int] = (0, 0, 0, 0)
+) -> tuple[DecodedWrite, list[int]]:
     """Decode many 1.0 bodies in C as one write; and the indices of the bodies left out.
 
     A body is left out whole when it holds anything but float samples, anything
-    :func:`decode_v1` would refuse, or a sample older than ``min_timestamp`` (Unix
-    ms): decode it alone with :func:`decode_v1`. Needs the C decoder (:data:`FAST_V1`).
+    :func:`decode_v1` would refuse, a sample older than ``min_timestamp`` (Unix ms), or
+    more than ``limits`` allow (:meth:`WriteLimits.as_tuple
+    <warehouse.ingest.limits.WriteLimits.as_tuple>`): decode it alone with
+    :func:`decode_v1`. Needs the C decoder (:data:`FAST_V1`).
     """
     if _v1_fast is None:
         raise RuntimeError("the C decoder of remote write 1.0 is not built")
-    columns, left_out = _v1_fast.columns(bodies, min_timestamp)
+    columns, left_out = _v1_fast.columns(bodies, min_timestamp, limits)
     return from_columns(columns), left_out
 
 

@@ -194,6 +194,40 @@ def test_a_body_above_the_limit_is_413(make_client):
     assert response.status == 413
 
 
+def test_a_series_over_a_label_limit_refuses_the_whole_write_naming_the_setting(
+    make_client, migrated
+):
+    client = make_client(max_labels_per_series=3)  # v1_body's series: __name__, job, pod
+    assert client.post("/api/v1/write", v1_body(series=2), content_type=V1_TYPE).status == 204
+    written = samples_in(migrated)
+    tight = make_client(max_labels_per_series=1)
+    for body, content_type in ((v1_body(series=2), V1_TYPE), (v2_body(), V2_TYPE)):
+        response = tight.post("/api/v1/write", body, content_type=content_type)
+        assert response.status == 400, response.text
+        assert "labels; the limit is 1 (max_labels_per_series)" in response.text
+    assert samples_in(migrated) == written
+
+
+def test_limits_on_series_per_write_and_label_bytes_are_400(make_client, migrated):
+    response = make_client(max_series_per_write=2).post(
+        "/api/v1/write", v1_body(series=3), content_type=V1_TYPE
+    )
+    assert response.status == 400
+    assert "the write holds 3 series; the limit is 2 (max_series_per_write)" in response.text
+    response = make_client(max_label_value_bytes=10).post(
+        "/api/v1/write", v1_body(), content_type=V1_TYPE
+    )
+    assert response.status == 400
+    assert "the value of __name__ is 19 bytes; the limit is 10" in response.text
+    rows = encode_ndjson(synthetic_requests(20, seed=1))
+    response = make_client(max_label_value_bytes=3).post(
+        "/api/v1/requests", rows, content_type="application/x-ndjson"
+    )
+    assert response.status == 400 and "(max_label_value_bytes)" in response.text
+    assert samples_in(migrated) == 0
+    assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 0
+
+
 def test_a_full_buffer_is_429_with_retry_after(client):
     client.app.committer.buffered_bytes = client.app.committer.max_buffer_bytes  # saturated
     try:

@@ -175,8 +175,8 @@ def batches(monkeypatch) -> list[tuple[int, list[int]]]:
     calls = []
     decode = remote_write.decode_v1_batch
 
-    def spy(bodies, min_timestamp):
-        decoded, left_out = decode(bodies, min_timestamp)
+    def spy(bodies, min_timestamp, limits):
+        decoded, left_out = decode(bodies, min_timestamp, limits)
         calls.append((len(bodies), left_out))
         return decoded, left_out
 
