@@ -56,6 +56,9 @@ class Config:
     """Longest label name, in UTF-8 bytes (0: no limit); over it, HTTP 400."""
     max_label_value_bytes: int = 2048
     """Longest label value or metric name, in UTF-8 bytes (0: no limit); over it, HTTP 400."""
+    max_new_series_per_minute: int = 0
+    """Most series new to a receiver that one tenant may add per minute (0: no limit);
+    over it, HTTP 429 with Retry-After. Per-request metrics are a new series each."""
     auth_token: str | None = None
     """Bearer token every receiver request must carry (unset: no auth)."""
     basic_auth: str | None = None
@@ -126,6 +129,7 @@ _MAY_BE_ZERO = frozenset(
         "max_labels_per_series",
         "max_label_name_bytes",
         "max_label_value_bytes",
+        "max_new_series_per_minute",
     }
 )
 

@@ -38,6 +38,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from warehouse.config import Config
 from warehouse.errors import (
     BufferFull,
+    ConfigError,
     IngestError,
     StoreError,
     StoreUnavailable,
@@ -52,9 +53,11 @@ from warehouse.ingest.metrics import ReceiverMetrics
 from warehouse.store.base import Store
 
 try:  # C, like the decoder it serves (see hatch_build.py)
+    from warehouse.ingest.cardinality import NewSeriesBudget, TooManyNewSeries
     from warehouse.ingest.series_cache import WrittenSeries
 except ImportError:  # pragma: no cover - built without a C compiler
-    WrittenSeries = None
+    WrittenSeries = NewSeriesBudget = None
+    TooManyNewSeries = BufferFull
 
 __all__ = ["Receiver"]
 
@@ -82,6 +85,13 @@ class Receiver:
         self.metrics.buffer_limit_bytes.set(self.config.buffer_bytes)
         self.mapping = load_mapping(self.config.metric_mapping)
         self.limits = WriteLimits.from_config(self.config)
+        self.new_series = None
+        if self.config.max_new_series_per_minute:
+            if WrittenSeries is None:
+                raise ConfigError("max_new_series_per_minute needs the C extensions (not built)")
+            self.new_series = NewSeriesBudget(
+                self.config.max_new_series_per_minute, self.config.series_cache_size
+            )
         self._sealer: asyncio.Task | None = None
         self.committer = GroupCommitter(
             store,
@@ -187,7 +197,8 @@ class Receiver:
             status = await handler(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
-            await respond(send, status, f"{exc}\n", [("retry-after", str(RETRY_AFTER_SECONDS))])
+            retry = getattr(exc, "retry_after", RETRY_AFTER_SECONDS)
+            await respond(send, status, f"{exc}\n", [("retry-after", str(retry))])
         except IngestError as exc:
             status = exc.http_status
             await respond(send, status, f"{exc}\n")
@@ -305,6 +316,8 @@ class Receiver:
         """
         decoded = decode(raw)
         self.limits.check_series(decoded.series)
+        if self.new_series is not None:
+            self.new_series.charge(tenant or "", decoded.series)
         parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant)
         decoded, too_old = self._within_retention(decoded)
         return {**_store_tables(decoded), "request_parts": parts}, (decoded, too_old)
@@ -324,6 +337,11 @@ class Receiver:
         if self.store.capabilities.ttl:
             cutoff = int(self._retention_cutoff().timestamp() * 1000)
         decoded, left_out = remote_write.decode_v1_batch(bodies, cutoff, self.limits.as_tuple())
+        if self.new_series is not None:
+            try:
+                self.new_series.charge(tenant, decoded.series)
+            except TooManyNewSeries:
+                return list(range(len(bodies)))  # each alone: those within the budget pass
         if decoded.series.num_rows:
             parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant or None)
             # Series first: no sample lands before its series.

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from warehouse.ingest._series_cache import SeriesCache
 
-__all__ = ["WrittenSeries"]
+__all__ = ["WrittenSeries", "id_bytes"]
 
 
 class WrittenSeries:
@@ -47,11 +47,15 @@ class WrittenSeries:
             self._cache.remember(*_buffers(series))
 
 
-def _buffers(series: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def id_bytes(series: pa.Table) -> np.ndarray:
+    """The 16-byte ids of a ``series`` table, back to back, as the cache takes them."""
     ids = series.column("id").combine_chunks().storage  # fixed_size_binary(16)
     raw = np.frombuffer(ids.buffers()[1], np.uint8)[ids.offset * 16 : (ids.offset + len(ids)) * 16]
+    return np.ascontiguousarray(raw)
 
+
+def _buffers(series: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     def millis(name: str) -> np.ndarray:
         return series.column(name).cast(pa.int64()).to_numpy()
 
-    return np.ascontiguousarray(raw), millis("min_time"), millis("max_time")
+    return id_bytes(series), millis("min_time"), millis("max_time")

@@ -228,6 +228,19 @@ def test_limits_on_series_per_write_and_label_bytes_are_400(make_client, migrate
     assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 0
 
 
+def test_new_series_past_the_tenants_minute_budget_are_429_with_retry_after(make_client, migrated):
+    client = make_client(max_new_series_per_minute=3)
+    assert client.post("/api/v1/write", v1_body(series=3), content_type=V1_TYPE).status == 204
+    written = samples_in(migrated)
+    response = client.post("/api/v1/write", v1_body(series=5), content_type=V1_TYPE)
+    assert response.status == 429, response.text
+    assert "would add 2 new series, 3 already this minute" in response.text
+    assert 1 <= int(response.headers["retry-after"]) <= 61
+    assert samples_in(migrated) == written  # refused whole
+    # The three it knows are no new series: they keep flowing.
+    assert client.post("/api/v1/write", v1_body(series=3), content_type=V1_TYPE).status == 204
+
+
 def test_a_full_buffer_is_429_with_retry_after(client):
     client.app.committer.buffered_bytes = client.app.committer.max_buffer_bytes  # saturated
     try:
