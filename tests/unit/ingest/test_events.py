@@ -526,6 +526,12 @@ def test_invalid_utf8_is_refused():
     assert refusal(body) == "line 2: invalid JSON: not UTF-8 text"
 
 
+def test_invalid_utf8_in_a_field_name_is_refused_not_a_crash():
+    # Found by the receiver fuzz test: the fast reader raised on the column name.
+    body = ndjson(record()) + b'{"ts": 1, "request_id": "a", "status": "ok", "e\x80x": 1}\n'
+    assert refusal(body) == "line 2: invalid JSON: not UTF-8 text"
+
+
 def test_a_record_spread_over_several_lines_is_refused():
     body = ndjson(record()) + b'{"ts": 1,\n "request_id": "a", "status": "ok"}\n'
     assert refusal(body).startswith("line 2: invalid JSON")

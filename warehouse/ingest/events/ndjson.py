@@ -154,7 +154,7 @@ def _read_piece(piece: pa.Buffer, schema: pa.Schema) -> pa.Table | None:
             # read again with every key seen as a string.
             keys = pa.struct([pa.field(f.name, pa.string()) for f in attrs])
             table = _pyarrow_json(piece, schema.append(pa.field("attrs", keys)))
-    except pa.ArrowException:
+    except (pa.ArrowException, UnicodeDecodeError):  # invalid UTF-8 in a field name
         return None
     return table
 
