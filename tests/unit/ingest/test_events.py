@@ -647,6 +647,18 @@ def test_an_arrow_body_that_is_not_a_stream_is_refused():
         decode_arrow_stream(arrow_stream(empty))
 
 
+def test_an_arrow_stream_with_offsets_out_of_bounds_is_refused_not_a_crash():
+    # Found by fuzz/decoders.py: the IPC reader trusts a body's offsets, and the column
+    # checks then read out of bounds (a segmentation fault of the receiver).
+    table = synthetic_requests(5, seed=1).select(["ts", "request_id", "status", "tenant"])
+    body = bytearray(arrow_stream(table))
+    offsets = table.column("tenant").combine_chunks().buffers()[1].to_pybytes()
+    last = body.find(offsets) + len(offsets)
+    body[last - 4 : last] = (1 << 30).to_bytes(4, "little")
+    with pytest.raises(IngestError, match=r"invalid Arrow data: Column 3: .* offsets"):
+        decode_arrow_stream(bytes(body))
+
+
 # --- property: any valid record set round-trips -----------------------------------------------
 
 FLOAT32_MAX = 3.3999999521443642e38

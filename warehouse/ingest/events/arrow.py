@@ -28,7 +28,13 @@ def decode_arrow_stream(data: bytes) -> pa.Table:
 
 def decode_arrow_table(table: pa.Table) -> pa.Table:
     """An Arrow table of records (as :func:`decode_arrow_stream` takes) -> checked table."""
-    names = table.column_names
+    # IPC readers trust the sender's offsets and lengths: a crafted body would make
+    # the compute kernels read out of bounds (a crash). Check every buffer first.
+    try:
+        table.validate(full=True)
+        names = table.column_names
+    except (pa.ArrowException, UnicodeDecodeError) as exc:
+        raise IngestError(f"invalid Arrow data: {exc}") from None
     for name in names:
         if name not in _FIELDS:
             raise IngestError(f"column {name}: {_unknown_field(name)}")
