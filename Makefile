@@ -16,12 +16,12 @@ run: $(STAMP)
 	$(BIN)/llmwh serve --demo
 
 test: $(STAMP) system-deps
-	$(BIN)/ruff check warehouse tests benchmarks
+	$(BIN)/ruff check warehouse tests benchmarks fuzz
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check warehouse tests benchmarks
-	$(BIN)/ruff format --check warehouse tests benchmarks
+	$(BIN)/ruff check warehouse tests benchmarks fuzz
+	$(BIN)/ruff format --check warehouse tests benchmarks fuzz
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/insert_requests.py
