@@ -408,8 +408,9 @@ def export(
     import logging
     import threading
 
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry
 
+    from warehouse.exporters.http import serve_metrics
     from warehouse.exporters.sla import DEFAULT_WINDOWS, SLAExporter
     from warehouse.query import registry
     from warehouse.query.slo import load_slo
@@ -424,8 +425,9 @@ def export(
         exporter.refresh()
         metrics = CollectorRegistry()
         metrics.register(exporter)
+        config = wh.config
         try:
-            server, _ = start_http_server(int(port), addr=host, registry=metrics)
+            server = serve_metrics(metrics, host, int(port), config.auth_token, config.basic_auth)
         except OSError as exc:
             raise ConfigError(f"cannot listen on {listen}: {exc.strerror}") from None
         typer.echo(f"exporting {', '.join(s.name for s in slos)} on http://{listen}/metrics")

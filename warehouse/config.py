@@ -72,6 +72,9 @@ class Config:
     one request must arrive within it."""
     metric_mapping: str | None = None
     """TOML file mapping per-request metric names to `requests` columns (default built in)."""
+    tenant: str | None = None
+    """Read only this tenant's requests: the Python API, the CLI and the exporter are
+    scoped to it, and `sql` may read only the tenant-scoped tables (unset: all)."""
     tenant_header: str | None = None
     """Request header whose value fills `tenant` (multi-tenant mode), e.g. X-Scope-OrgID."""
 

@@ -11,6 +11,7 @@ import polars as pl
 import pyarrow as pa
 
 from warehouse.config import Config
+from warehouse.errors import QueryError
 from warehouse.query import registry
 from warehouse.query.ab import compare_groups
 from warehouse.query.builder import FilterValue, Question
@@ -32,9 +33,11 @@ __all__ = ["Warehouse", "connect"]
 class Warehouse:
     """A warehouse on one store. Results are polars DataFrames (Arrow underneath)."""
 
-    def __init__(self, store: Store, config: Config | None = None):
+    def __init__(self, store: Store, config: Config | None = None, tenant: str | None = None):
         self.store = store
         self.config = config or Config()
+        self.tenant = tenant if tenant is not None else self.config.tenant
+        """When set, every read sees this tenant's requests only."""
 
     def migrate(self) -> list[Migration]:
         """Apply pending schema migrations and the TTL settings; returns the migrations applied."""
@@ -73,7 +76,7 @@ class Warehouse:
         question = Question(
             measures=list(measures),
             by=list(by),
-            filters=dict(filters or {}),
+            filters=self._scoped(filters),
             range=time_range(since, until),
             thresholds=dict(thresholds or {}),
             exact=exact,
@@ -101,7 +104,7 @@ class Warehouse:
         question = Question(
             measures=list(measures),
             by=list(by),
-            filters=dict(filters or {}),
+            filters=self._scoped(filters),
             range=time_range(since, until),
             interval=parse_duration(interval),
             thresholds=dict(thresholds or {}),
@@ -127,7 +130,7 @@ class Warehouse:
         """
         objective = _load(slo)
         period = time_range(since or _ago(objective.period), until)
-        return evaluate(self.store, objective, period, by, filters, exact=exact)
+        return evaluate(self.store, objective, period, by, self._scoped(filters), exact=exact)
 
     def compare_groups(
         self,
@@ -150,7 +153,7 @@ class Warehouse:
             dimension,
             a,
             b,
-            filters,
+            self._scoped(filters),
             thresholds,
             level,
         )
@@ -182,7 +185,7 @@ class Warehouse:
             measure,
             by,
             parse_duration(interval),
-            filters,
+            self._scoped(filters),
             thresholds,
             baseline=baseline,
             z_threshold=z_threshold,
@@ -218,7 +221,7 @@ class Warehouse:
             time_range(since, until),
             thresholds,
             dimensions,
-            filters,
+            self._scoped(filters),
             min_share=min_share,
             limit=limit,
             exact=exact,
@@ -229,7 +232,24 @@ class Warehouse:
 
         Writes, DDL and settings are refused. Parameters are ``{name:Type}`` placeholders.
         """
-        return normalize(run_read_only(self.store, query, parameters))
+        return normalize(run_read_only(self.store, query, parameters, tenant=self.tenant))
+
+    def _scoped(self, filters: Mapping[str, FilterValue] | None) -> dict[str, FilterValue]:
+        """``filters``, held to this warehouse's tenant when it has one."""
+        scoped = dict(filters or {})
+        if self.tenant is None:
+            return scoped
+        asked = scoped.get("tenant")
+        if asked is not None:
+            values = [asked] if isinstance(asked, str | int | bool) else list(asked)
+            others = sorted({str(v) for v in values} - {self.tenant})
+            if others:
+                raise QueryError(
+                    f"this warehouse reads tenant {self.tenant!r} only; "
+                    f"tenant {', '.join(others)} is not readable here"
+                )
+        scoped["tenant"] = self.tenant
+        return scoped
 
     def close(self) -> None:
         self.store.close()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from dataclasses import replace
@@ -193,6 +195,57 @@ def test_llmwh_export_serves_the_figures_over_http(embedded_server, tmp_path):
                     time.sleep(0.5)
             assert 'llmwh_exporter_up{slo="chat-assistant"} 1.0' in text
             assert 'llmwh_slo_target{slo="chat-assistant"} 0.99' in text
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    finally:
+        store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+        store.close()
+
+
+def test_llmwh_export_with_credentials_and_a_tenant_serves_that_tenant_only(
+    embedded_server, tmp_path
+):
+    url = embedded_server.store_url(f"export_{uuid.uuid4().hex[:10]}")
+    store = open_store(url)
+    try:
+        Migrator(store).up()
+        now = datetime.now(UTC)
+        store.insert_arrow(
+            "requests", synthetic_requests(5_000, seed=9, start=now - timedelta(hours=1))
+        )
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        command = [sys.executable, "-m", "warehouse", "export", "--store", url, "--slo",
+                   "chat-assistant", "--by", "tenant", "--listen", f"127.0.0.1:{port}"]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+        env |= {"LLMWH_AUTH_TOKEN": "s3cret", "LLMWH_TENANT": "acme"}
+        process = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        metrics = f"http://127.0.0.1:{port}/metrics"
+        try:
+            text = ""
+            deadline = time.monotonic() + 60
+            while "llmwh_exporter_up" not in text and time.monotonic() < deadline:
+                assert process.poll() is None, process.stderr.read().decode()
+                request = urllib.request.Request(
+                    metrics, headers={"Authorization": "Bearer s3cret"}
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=5) as r:
+                        text = r.read().decode()
+                except OSError:
+                    time.sleep(0.5)
+            tenants = set(re.findall(r'tenant="([^"]+)"', text))
+            assert tenants == {"acme"}, tenants
+            for credentials in (None, "Bearer wrong", "Basic czNjcmV0"):
+                headers = {"Authorization": credentials} if credentials else {}
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(urllib.request.Request(metrics, headers=headers))
+                assert refused.value.code == 401
+                assert refused.value.headers["WWW-Authenticate"] == 'Bearer realm="llmwh"'
         finally:
             process.terminate()
             process.wait(timeout=30)

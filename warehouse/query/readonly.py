@@ -20,7 +20,7 @@ from warehouse.errors import QueryError
 from warehouse.query import dialects
 from warehouse.store.base import Store
 
-__all__ = ["check_read_only", "run_read_only"]
+__all__ = ["TENANT_TABLES", "check_read_only", "run_read_only", "scope_to_tenant"]
 
 _WRITES = (
     exp.Insert,
@@ -78,16 +78,69 @@ def check_read_only(sql: str) -> exp.Expression | None:
     return tree
 
 
-def run_read_only(store: Store, sql: str, parameters: dict[str, Any] | None = None) -> pa.Table:
-    """Run user SQL (ClickHouse dialect) read-only on ``store``; DuckDB gets it transpiled."""
+def run_read_only(
+    store: Store,
+    sql: str,
+    parameters: dict[str, Any] | None = None,
+    tenant: str | None = None,
+) -> pa.Table:
+    """Run user SQL (ClickHouse dialect) read-only on ``store``; DuckDB gets it transpiled.
+
+    With ``tenant``, the query may read only the tenant-scoped tables, each of which it
+    then sees filtered to that tenant (see :func:`scope_to_tenant`).
+    """
     tree = check_read_only(sql)
     dialect = store.capabilities.dialect
+    if tenant is not None:
+        if tree is None:
+            raise QueryError(f"{sql.split(None, 1)[0].upper()} is refused when reading as a tenant")
+        parameters = {**(parameters or {}), _TENANT_PARAMETER: tenant}
+        tree = scope_to_tenant(tree, store.database)
+        settings = {"readonly": 1} if dialect == "clickhouse" else None
+        return store.query_arrow(dialects.render(tree, dialect), parameters, settings)
     if dialect == "clickhouse":
         # The user's own text, so every ClickHouse feature works as written.
         return store.query_arrow(sql, parameters, settings={"readonly": 1})
     if tree is None:
         raise QueryError(f"{sql.split(None, 1)[0].upper()} runs on ClickHouse stores only")
     return store.query_arrow(dialects.render(tree, dialect), parameters)
+
+
+TENANT_TABLES = ("requests", "requests_1m", "requests_1h", "requests_sla_1h", "request_parts")
+"""The tables with a ``tenant`` column: the only ones a tenant-scoped query may read."""
+_TENANT_PARAMETER = "llmwh_tenant"
+
+
+def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
+    """``tree`` with every tenant-scoped table replaced by its rows of one tenant.
+
+    ``requests`` becomes ``(SELECT * FROM requests WHERE tenant = {llmwh_tenant:String})``
+    under the same alias, wherever it appears (joins, subqueries, CTEs). Any other
+    table, a table function, or another database is refused: Prometheus series and
+    samples, and ``system``, carry no tenant.
+    """
+    tree = tree.copy()
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    for table in list(tree.find_all(exp.Table)):
+        name, db = table.name, table.db
+        if not db and name in ctes:
+            continue
+        if not isinstance(table.this, exp.Identifier):
+            raise QueryError("table functions are refused when reading as a tenant")
+        if db not in ("", database) or name not in TENANT_TABLES:
+            shown = f"{db}.{name}" if db else name
+            raise QueryError(
+                f"{shown} is not tenant-scoped: reading as a tenant, a query may read "
+                f"{', '.join(TENANT_TABLES)} only"
+            )
+        source = f"{db}.{name}" if db else name
+        rows = sqlglot.parse_one(
+            f"SELECT * FROM {source} WHERE tenant = {{{_TENANT_PARAMETER}:String}}",
+            read=dialects.WarehouseClickHouse,
+        )
+        alias = exp.TableAlias(this=exp.to_identifier(table.alias_or_name))
+        table.replace(exp.Subquery(this=rows, alias=alias))
+    return tree
 
 
 @contextmanager

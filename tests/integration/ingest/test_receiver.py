@@ -266,7 +266,15 @@ def test_with_a_token_configured_writes_need_it(make_client):
         ).status
         == 204
     )
+    # Events and the receiver's own metrics need it too; health and readiness do not.
+    rows = encode_ndjson(synthetic_requests(3, seed=1))
+    assert client.post("/api/v1/requests", rows, content_type="application/x-ndjson").status == 401
+    assert client.get("/metrics").status == 401
+    assert (
+        client.request("GET", "/metrics", headers={"authorization": "Bearer s3cret"}).status == 200
+    )
     assert client.get("/healthz").status == 200
+    assert client.get("/readyz").status == 200
 
 
 def test_basic_auth(make_client):
