@@ -92,6 +92,7 @@ class Receiver:
                 self.config.max_new_series_per_minute, self.config.series_cache_size
             )
         self._sealer: asyncio.Task | None = None
+        self._stopping = asyncio.Event()
         self.committer = GroupCommitter(
             store,
             max_buffer_bytes=self.config.buffer_bytes,
@@ -142,9 +143,10 @@ class Receiver:
         await self.committer.close()
         self._inserts.shutdown()
         if self._sealer is not None:
-            self._sealer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sealer
+            # Not cancelled: a seal running in its thread would go on using the store
+            # after stop() returned (and the store was closed). It ends at its next turn.
+            self._stopping.set()
+            await self._sealer
 
     async def seal(self) -> None:
         """Move requests whose parts are complete into `requests` (idempotent)."""
@@ -156,7 +158,10 @@ class Receiver:
 
     async def _seal_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.config.seal_every_seconds)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.config.seal_every_seconds)
+            if self._stopping.is_set():
+                return
             try:
                 await self.seal()
             except Exception:  # the next round retries; sealing is idempotent
