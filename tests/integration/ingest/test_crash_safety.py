@@ -1,0 +1,124 @@
+"""kill -9 under load: whatever got a 2xx survives, exactly once, and retries fill the rest.
+
+A real Prometheus scrapes itself every second and remote-writes to a real `llmwh serve`
+and the embedded ClickHouse it runs. Ten times, at random moments, one of the two is
+killed with SIGKILL and `llmwh serve` is started again (finding its ClickHouse still
+running, or starting it again). Afterwards the warehouse must hold exactly the samples
+Prometheus's own TSDB holds for the run (its HTTP API is the reference): nothing an
+acknowledged write carried is lost, Prometheus's retries fill in what was not
+acknowledged, and no sample is there twice.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from senders import free_port, get_json, wait_for, warehouse_samples
+from test_prometheus_sender import caught_up, prometheus_samples, start_prometheus
+
+from warehouse.store.embedded import server_status, stop_server
+
+KILLS = 10
+
+
+def counter(base: str, name: str) -> float:
+    """A Prometheus counter's value, as Prometheus reports its own metrics."""
+    result = get_json(f"{base}/api/v1/query?query=sum({name})")["data"]["result"]
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+class Warehouse:
+    """`llmwh serve --data DIR` as deployed: the receiver and the embedded ClickHouse it
+    starts (or finds running) on fixed ports, each killable."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.data = root / "data"
+        self.ports = [free_port() for _ in range(3)]  # receiver, ClickHouse HTTP and TCP
+        self.receiver: subprocess.Popen | None = None
+        self.start()
+
+    @property
+    def write_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports[0]}/api/v1/write"
+
+    def start(self) -> None:
+        log = open(self.root / "serve.log", "a")  # noqa: SIM115 - the child writes it
+        self.receiver = subprocess.Popen(
+            [sys.executable, "-m", "warehouse", "serve", "--data", str(self.data),
+             "--listen", f"127.0.0.1:{self.ports[0]}",
+             "--http-port", str(self.ports[1]), "--tcp-port", str(self.ports[2])],
+            stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
+            env={k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")},
+        )  # fmt: skip
+        wait_for(f"http://127.0.0.1:{self.ports[0]}/healthz", timeout=90)
+
+    def kill_receiver(self) -> None:
+        """SIGKILL `llmwh serve`; its ClickHouse lives on, and the next serve finds it."""
+        self.receiver.kill()
+        self.receiver.wait()
+
+    def kill_clickhouse(self) -> None:
+        """SIGKILL the embedded ClickHouse; serve sees it go and exits, failing its writes."""
+        os.kill(server_status(self.data).pid, signal.SIGKILL)
+        self.receiver.wait(timeout=60)
+
+    def store_url(self) -> str:
+        return server_status(self.data).store_url()
+
+    def close(self) -> None:
+        if self.receiver is not None and self.receiver.poll() is None:
+            self.receiver.terminate()
+            self.receiver.wait(timeout=60)
+        stop_server(self.data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", ["receiver", "clickhouse"])
+def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victim):
+    warehouse = Warehouse(tmp_path)
+    prometheus, base = start_prometheus(tmp_path, warehouse.write_url)
+    rng = random.Random(f"kill-{victim}")
+    try:
+        start = time.time()
+        time.sleep(2)
+        for _ in range(KILLS):
+            time.sleep(rng.uniform(0.5, 3.0))  # a random moment of a run of writes
+            if victim == "receiver":
+                warehouse.kill_receiver()
+            else:
+                warehouse.kill_clickhouse()
+            time.sleep(rng.uniform(0.0, 1.0))
+            warehouse.start()
+        time.sleep(3)
+        end = time.time() - 2
+        deadline = time.monotonic() + 120
+        while not caught_up(base, end) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert caught_up(base, end), "Prometheus did not catch up after the kills"
+        time.sleep(1.0)
+        expected = prometheus_samples(base, start, end)
+        retried = counter(base, "prometheus_remote_storage_samples_retried_total")
+        dropped = counter(base, "prometheus_remote_storage_samples_failed_total")
+    finally:
+        prometheus.terminate()
+        prometheus.wait(timeout=30)
+    try:
+        got = warehouse_samples(warehouse.store_url(), start, end)
+    finally:
+        warehouse.close()
+    print(
+        f"{victim}: {KILLS} kills, {len(expected):,} samples, {retried:,.0f} retried by Prometheus"
+    )
+    assert len(expected) > 5_000  # the run really produced data
+    assert retried > 0, "no write was interrupted: the kills proved nothing"
+    assert dropped == 0, f"Prometheus gave up on {dropped} samples"
+    assert expected - got == set(), f"{len(expected - got)} samples missing"
+    assert got - expected == set(), f"{len(got - expected)} samples Prometheus does not hold"
