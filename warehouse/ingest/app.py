@@ -21,7 +21,7 @@ import gzip
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -93,6 +93,7 @@ class Receiver:
             )
         self._sealer: asyncio.Task | None = None
         self._stopping = asyncio.Event()
+        self._in_flight_bytes = 0
         self.committer = GroupCommitter(
             store,
             max_buffer_bytes=self.config.buffer_bytes,
@@ -193,7 +194,8 @@ class Receiver:
                     [("www-authenticate", challenge(self.config.auth_token))],
                 )
                 return
-            status = await handler(scope, receive, send)
+            with self._admitted(scope if method == "POST" else None):
+                status = await handler(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
             retry = getattr(exc, "retry_after", RETRY_AFTER_SECONDS)
@@ -211,6 +213,24 @@ class Receiver:
             await respond(send, status, f"the store could not commit the write: {exc}\n")
         finally:
             self.metrics.http_requests.labels(endpoint, str(status)).inc()
+
+    @contextlib.contextmanager
+    def _admitted(self, scope: Scope | None) -> Iterator[None]:
+        """Hold a write's declared body size against ``buffer_bytes`` while it is decoded
+        and committed: 429 once bodies in flight and rows waiting for a flush reach it."""
+        declared = header(scope, "content-length") if scope is not None else None
+        claim = int(declared) if declared and declared.isdigit() else 0
+        held = self._in_flight_bytes + self.committer.buffered_bytes
+        if claim and held and held + claim > self.config.buffer_bytes:
+            raise BufferFull(
+                f"the receiver holds {held:,} of {self.config.buffer_bytes:,} bytes "
+                "(buffer_bytes) in writes being decoded or committed; retry after a moment"
+            )
+        self._in_flight_bytes += claim
+        try:
+            yield
+        finally:
+            self._in_flight_bytes -= claim
 
     def _authorized(self, scope: Scope) -> bool:
         return authorized(

@@ -251,6 +251,24 @@ def test_a_full_buffer_is_429_with_retry_after(client):
     assert response.headers["retry-after"].isdigit()
 
 
+def test_writes_being_decoded_count_against_the_buffer_too(make_client, migrated):
+    client = make_client(buffer_bytes=10_000)
+    body = v1_body(series=50)
+    client.app._in_flight_bytes = 10_000 - len(body) + 1  # other writes, being decoded
+    try:
+        refused = client.post(
+            "/api/v1/write", body, content_type=V1_TYPE, content_length=str(len(body))
+        )
+    finally:
+        client.app._in_flight_bytes = 0
+    assert refused.status == 429 and refused.headers["retry-after"].isdigit()
+    assert "(buffer_bytes) in writes being decoded or committed" in refused.text
+    assert samples_in(migrated) == 0
+    taken = client.post("/api/v1/write", body, content_type=V1_TYPE, content_length=str(len(body)))
+    assert taken.status == 204  # alone, a write is taken whatever its size
+    assert client.app._in_flight_bytes == 0  # released once answered
+
+
 def test_with_a_token_configured_writes_need_it(make_client):
     client = make_client(auth_token="s3cret")
     assert client.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 401
