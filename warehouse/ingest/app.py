@@ -217,9 +217,13 @@ class Receiver:
     @contextlib.contextmanager
     def _admitted(self, scope: Scope | None) -> Iterator[None]:
         """Hold a write's declared body size against ``buffer_bytes`` while it is decoded
-        and committed: 429 once bodies in flight and rows waiting for a flush reach it."""
-        declared = header(scope, "content-length") if scope is not None else None
-        claim = int(declared) if declared and declared.isdigit() else 0
+        and committed: 429 once bodies in flight and rows waiting for a flush reach it.
+        Only POSTs are held (``scope`` None for the rest)."""
+        claim = 0
+        if scope is not None:
+            declared = header(scope, "content-length")
+            # A body of undeclared length (chunked) may grow to max_body_bytes: hold that.
+            claim = int(declared) if declared and declared.isdigit() else self.config.max_body_bytes
         held = self._in_flight_bytes + self.committer.buffered_bytes
         if claim and held and held + claim > self.config.buffer_bytes:
             raise BufferFull(

@@ -267,6 +267,13 @@ def test_writes_being_decoded_count_against_the_buffer_too(make_client, migrated
     taken = client.post("/api/v1/write", body, content_type=V1_TYPE, content_length=str(len(body)))
     assert taken.status == 204  # alone, a write is taken whatever its size
     assert client.app._in_flight_bytes == 0  # released once answered
+    # A body of undeclared length is held at max_body_bytes while it is read.
+    client.app._in_flight_bytes = 1
+    try:
+        chunked = client.post("/api/v1/write", body, content_type=V1_TYPE)
+    finally:
+        client.app._in_flight_bytes = 0
+    assert chunked.status == 429  # 1 + 32 MiB > 10,000
 
 
 def test_with_a_token_configured_writes_need_it(make_client):
