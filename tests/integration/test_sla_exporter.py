@@ -152,106 +152,94 @@ def test_the_shipped_alerting_rules_pass_promtool():
     assert "SUCCESS: 5 rules found" in result.stdout + result.stderr
 
 
-def test_llmwh_export_serves_the_figures_over_http(embedded_server, tmp_path):
+@pytest.fixture
+def served(embedded_server):
+    """(store URL, a free port): an hour of requests in a database of its own."""
     url = embedded_server.store_url(f"export_{uuid.uuid4().hex[:10]}")
     store = open_store(url)
-    try:
-        Migrator(store).up()
-        now = datetime.now(UTC)
-        store.insert_arrow(
-            "requests", synthetic_requests(5_000, seed=9, start=now - timedelta(hours=1))
-        )
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        command = [
-            sys.executable,
-            "-m",
-            "warehouse",
-            "export",
-            "--store",
-            url,
-            "--slo",
-            "chat-assistant",
-            "--by",
-            "model",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--interval",
-            "2",
-        ]
-        process = subprocess.Popen(
-            command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        try:
-            text = ""
-            deadline = time.monotonic() + 60
-            while "llmwh_exporter_up" not in text and time.monotonic() < deadline:
-                assert process.poll() is None, process.stderr.read().decode()
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                        text = r.read().decode()
-                except OSError:
-                    time.sleep(0.5)
-            assert 'llmwh_exporter_up{slo="chat-assistant"} 1.0' in text
-            assert 'llmwh_slo_target{slo="chat-assistant"} 0.99' in text
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-    finally:
-        store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-        store.close()
+    Migrator(store).up()
+    now = datetime.now(UTC)
+    store.insert_arrow(
+        "requests", synthetic_requests(5_000, seed=9, start=now - timedelta(hours=1))
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    yield url, port
+    store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+    store.close()
 
 
-def test_llmwh_export_with_credentials_and_a_tenant_serves_that_tenant_only(
-    embedded_server, tmp_path
-):
-    url = embedded_server.store_url(f"export_{uuid.uuid4().hex[:10]}")
-    store = open_store(url)
+def test_llmwh_export_serves_the_figures_over_http(served, tmp_path):
+    url, port = served
+    command = [
+        sys.executable,
+        "-m",
+        "warehouse",
+        "export",
+        "--store",
+        url,
+        "--slo",
+        "chat-assistant",
+        "--by",
+        "model",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--interval",
+        "2",
+    ]
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
-        Migrator(store).up()
-        now = datetime.now(UTC)
-        store.insert_arrow(
-            "requests", synthetic_requests(5_000, seed=9, start=now - timedelta(hours=1))
-        )
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        command = [sys.executable, "-m", "warehouse", "export", "--store", url, "--slo",
-                   "chat-assistant", "--by", "tenant", "--listen", f"127.0.0.1:{port}"]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
-        env |= {"LLMWH_AUTH_TOKEN": "s3cret", "LLMWH_TENANT": "acme"}
-        process = subprocess.Popen(
-            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        metrics = f"http://127.0.0.1:{port}/metrics"
-        try:
-            text = ""
-            deadline = time.monotonic() + 60
-            while "llmwh_exporter_up" not in text and time.monotonic() < deadline:
-                assert process.poll() is None, process.stderr.read().decode()
-                request = urllib.request.Request(
-                    metrics, headers={"Authorization": "Bearer s3cret"}
-                )
-                try:
-                    with urllib.request.urlopen(request, timeout=5) as r:
-                        text = r.read().decode()
-                except OSError:
-                    time.sleep(0.5)
-            tenants = set(re.findall(r'tenant="([^"]+)"', text))
-            assert tenants == {"acme"}, tenants
-            for credentials in (None, "Bearer wrong", "Basic czNjcmV0"):
-                headers = {"Authorization": credentials} if credentials else {}
-                with pytest.raises(urllib.error.HTTPError) as refused:
-                    urllib.request.urlopen(urllib.request.Request(metrics, headers=headers))
-                assert refused.value.code == 401
-                assert refused.value.headers["WWW-Authenticate"] == 'Bearer realm="llmwh"'
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+        text = ""
+        deadline = time.monotonic() + 60
+        while "llmwh_exporter_up" not in text and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read().decode()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                time.sleep(0.5)
+        assert 'llmwh_exporter_up{slo="chat-assistant"} 1.0' in text
+        assert 'llmwh_slo_target{slo="chat-assistant"} 0.99' in text
     finally:
-        store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-        store.close()
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_llmwh_export_with_credentials_and_a_tenant_serves_that_tenant_only(served, tmp_path):
+    url, port = served
+    command = [sys.executable, "-m", "warehouse", "export", "--store", url, "--slo",
+               "chat-assistant", "--by", "tenant", "--listen", f"127.0.0.1:{port}"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+    env |= {"LLMWH_AUTH_TOKEN": "s3cret", "LLMWH_TENANT": "acme"}
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    try:
+        text = ""
+        deadline = time.monotonic() + 60
+        while "llmwh_exporter_up" not in text and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read().decode()
+            request = urllib.request.Request(metrics, headers={"Authorization": "Bearer s3cret"})
+            try:
+                with urllib.request.urlopen(request, timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                time.sleep(0.5)
+        tenants = set(re.findall(r'tenant="([^"]+)"', text))
+        assert tenants == {"acme"}, tenants
+        for credentials in (None, "Bearer wrong", "Basic czNjcmV0"):
+            headers = {"Authorization": credentials} if credentials else {}
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(urllib.request.Request(metrics, headers=headers))
+            assert refused.value.code == 401
+            assert refused.value.headers["WWW-Authenticate"] == 'Bearer realm="llmwh"'
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def test_llmwh_export_refuses_a_bad_listen_address(tmp_path):
