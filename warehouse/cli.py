@@ -23,7 +23,7 @@ from warehouse.errors import (
     StoreError,
     WarehouseError,
 )
-from warehouse.store import embedded, open_store
+from warehouse.store import embedded, local_cluster, open_store
 from warehouse.store.cluster import render_for_cluster
 from warehouse.store.migrations import Migrator, iter_plan
 from warehouse.store.retention import sync_ttls
@@ -76,10 +76,30 @@ def clickhouse_start(
     data: DataOption = None,
     http_port: HttpPortOption = embedded.DEFAULT_HTTP_PORT,
     tcp_port: TcpPortOption = embedded.DEFAULT_TCP_PORT,
+    shards: Annotated[
+        int,
+        typer.Option(
+            "--shards",
+            help="Start a local cluster of N embedded servers, one per shard "
+            "(ports from --http-port and --tcp-port on)",
+        ),
+    ] = 0,
+    cluster: Annotated[
+        str, typer.Option("--cluster", help="With --shards: the cluster's name")
+    ] = local_cluster.DEFAULT_CLUSTER,
     config_file: ConfigOption = None,
 ) -> None:
-    """Start the embedded ClickHouse server in the background."""
+    """Start the embedded ClickHouse server in the background (or a local cluster)."""
     config = load_config(config_file, data_dir=data)
+    if shards:
+        started = local_cluster.start_cluster(config.data_dir, shards, cluster, http_port, tcp_port)
+        typer.echo(f"cluster {started.name}: {len(started.shards)} shards")
+        for k, info in enumerate(started.shards, 1):
+            typer.echo(
+                f"  shard {k}: pid {info.pid}, HTTP 127.0.0.1:{info.http_port}, native TCP "
+                f"127.0.0.1:{info.tcp_port}, store URL {info.store_url()}"
+            )
+        return
     info = embedded.start_server(config.data_dir, http_port, tcp_port)
     typer.echo(
         f"ClickHouse {_version(info)} serving {info.data_dir} (pid {info.pid}): "
@@ -92,6 +112,11 @@ def clickhouse_start(
 def clickhouse_stop(data: DataOption = None, config_file: ConfigOption = None) -> None:
     """Stop the embedded server (SIGTERM; data stays on disk)."""
     config = load_config(config_file, data_dir=data)
+    shards = local_cluster.stop_cluster(config.data_dir)
+    for info in shards:
+        typer.echo(f"stopped shard {info.data_dir} (pid {info.pid})")
+    if shards:
+        return
     info = embedded.stop_server(config.data_dir)
     if info is None:
         typer.echo(f"no embedded ClickHouse runs on {Path(config.data_dir).resolve()}")
@@ -103,6 +128,16 @@ def clickhouse_stop(data: DataOption = None, config_file: ConfigOption = None) -
 def clickhouse_status(data: DataOption = None, config_file: ConfigOption = None) -> None:
     """Say whether the embedded server runs, and where. Exit code 1 when it does not."""
     config = load_config(config_file, data_dir=data)
+    name, shards = local_cluster.shard_states(config.data_dir)
+    if shards:
+        down = sum(info is None for _, info in shards)
+        typer.echo(f"{'running' if not down else 'degraded'}: cluster {name}, {len(shards)} shards")
+        for k, (path, info) in enumerate(shards, 1):
+            state = f"pid {info.pid}, store URL {info.store_url()}" if info else "NOT RUNNING"
+            typer.echo(f"  shard {k}: {state} ({path})")
+        if down:
+            raise typer.Exit(1)
+        return
     info = embedded.server_status(config.data_dir)
     if info is None:
         typer.echo(f"not running: {Path(config.data_dir).resolve()}")

@@ -1,0 +1,148 @@
+"""A local sharded ClickHouse cluster for development: N embedded servers, one per shard.
+
+Each shard is an embedded server (:mod:`warehouse.store.embedded`) in ``DIR/shard-K``,
+and every one carries the same ``<remote_servers>`` section naming all shards by their
+native TCP ports, so a ``Distributed(<cluster>, db, table, key)`` table on any of them
+spreads inserts over the shards and answers queries from all. ``DIR/cluster.json``
+records the cluster's name and shards. One replica per shard: Replicated engines and
+``ON CLUSTER`` need ClickHouse Keeper, which does not run here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from warehouse.errors import ConfigError, EmbeddedServerError, ServerAlreadyRunning
+from warehouse.store import embedded
+from warehouse.store._embedded_child import HOST
+from warehouse.store.url import DEFAULT_DATABASE
+
+__all__ = [
+    "LocalCluster",
+    "cluster_status",
+    "remote_servers_xml",
+    "shard_states",
+    "start_cluster",
+    "stop_cluster",
+]
+
+DEFAULT_CLUSTER = "llmwh"
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """A running local cluster: its name and each shard's server, shard 1 first."""
+
+    name: str
+    shards: tuple[embedded.ServerInfo, ...]
+
+    def store_urls(self, database: str = DEFAULT_DATABASE) -> list[str]:
+        return [shard.store_url(database) for shard in self.shards]
+
+
+def remote_servers_xml(cluster: str, tcp_ports: list[int]) -> str:
+    """The ``<remote_servers>`` section naming one local replica per shard."""
+    shards = "".join(
+        f"      <shard><replica><host>{HOST}</host><port>{port}</port></replica></shard>\n"
+        for port in tcp_ports
+    )
+    return (
+        f"  <remote_servers>\n    <{escape(cluster)}>\n{shards}    </{escape(cluster)}>\n"
+        "  </remote_servers>\n"
+    )
+
+
+def start_cluster(
+    data_dir: str | Path,
+    shards: int,
+    cluster: str = DEFAULT_CLUSTER,
+    http_port: int = 0,
+    tcp_port: int = 0,
+) -> LocalCluster:
+    """Start ``shards`` embedded servers under ``data_dir`` as cluster ``cluster``.
+
+    Shard K takes ``http_port + K - 1`` and ``tcp_port + K - 1``; 0 picks free ports.
+    Every shard started is stopped again if one fails to start.
+    """
+    if shards < 1:
+        raise ConfigError(f"--shards must be at least 1, got {shards}")
+    if not cluster.replace("_", "").isalnum():
+        raise ConfigError(f"cluster name {cluster!r}: use letters, digits and _ only")
+    root = Path(data_dir).resolve()
+    if cluster_status(root) is not None:
+        raise ServerAlreadyRunning(
+            f"a local cluster already runs on {root}; stop it with `llmwh clickhouse stop`"
+        )
+    http_ports = _ports(http_port, shards)
+    tcp_ports = _ports(tcp_port, shards, avoid=http_ports)
+    extra = remote_servers_xml(cluster, tcp_ports)
+    started: list[embedded.ServerInfo] = []
+    try:
+        for k in range(shards):
+            started.append(
+                embedded.start_server(
+                    root / f"shard-{k + 1}", http_ports[k], tcp_ports[k], extra_config=extra
+                )
+            )
+    except BaseException:
+        for info in started:
+            embedded.stop_server(info.data_dir)
+        raise
+    (root / "cluster.json").write_text(
+        json.dumps({"cluster": cluster, "shards": [info.data_dir for info in started]}) + "\n"
+    )
+    return LocalCluster(cluster, tuple(started))
+
+
+def shard_states(data_dir: str | Path) -> tuple[str, list[tuple[str, embedded.ServerInfo | None]]]:
+    """The cluster recorded on ``data_dir``: its name, and each shard's directory and
+    server (None where it does not run). ``("", [])`` when there is none."""
+    manifest = Path(data_dir).resolve() / "cluster.json"
+    if not manifest.exists():
+        return "", []
+    recorded = json.loads(manifest.read_text())
+    return recorded["cluster"], [(p, embedded.server_status(p)) for p in recorded["shards"]]
+
+
+def cluster_status(data_dir: str | Path) -> LocalCluster | None:
+    """The local cluster on ``data_dir`` when every one of its shards runs, else None."""
+    name, states = shard_states(data_dir)
+    if not states or any(info is None for _, info in states):
+        return None
+    return LocalCluster(name, tuple(info for _, info in states if info is not None))
+
+
+def stop_cluster(data_dir: str | Path) -> list[embedded.ServerInfo]:
+    """Stop every shard of the local cluster on ``data_dir``; returns those that ran."""
+    manifest = Path(data_dir).resolve() / "cluster.json"
+    if not manifest.exists():
+        return []
+    stopped = []
+    for path in json.loads(manifest.read_text())["shards"]:
+        info = embedded.stop_server(path)
+        if info is not None:
+            stopped.append(info)
+    return stopped
+
+
+def _ports(first: int, count: int, avoid: tuple[int, ...] | list[int] = ()) -> list[int]:
+    """``count`` ports from ``first`` on, or free ones when ``first`` is 0."""
+    if first:
+        ports = list(range(first, first + count))
+        if set(ports) & set(avoid) or ports[-1] > 65535:
+            raise ConfigError(f"ports {ports[0]}-{ports[-1]} overlap or are not TCP ports")
+        return ports
+    with contextlib.ExitStack() as stack:  # held open until all are chosen: all distinct
+        probes = []
+        for _ in range(count):
+            probe = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            probe.bind((HOST, 0))
+            probes.append(probe.getsockname()[1])
+        if set(probes) & set(avoid):
+            raise EmbeddedServerError("could not find free ports for the shards; try again")
+        return probes
