@@ -15,7 +15,7 @@ import typer
 
 from warehouse import cli_compare, cli_generate, cli_query
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
-from warehouse.config import load_config
+from warehouse.config import Config, load_config
 from warehouse.errors import (
     ConfigError,
     EmbeddedServerError,
@@ -24,7 +24,9 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.store import embedded, local_cluster, open_store
-from warehouse.store.cluster import render_for_cluster
+from warehouse.store.base import Store
+from warehouse.store.cluster import LOCAL_SUFFIX, render_for_cluster
+from warehouse.store.cluster_migrations import ClusterMigrator
 from warehouse.store.migrations import Migrator, iter_plan
 from warehouse.store.retention import sync_ttls
 
@@ -99,6 +101,7 @@ def clickhouse_start(
                 f"  shard {k}: pid {info.pid}, HTTP 127.0.0.1:{info.http_port}, native TCP "
                 f"127.0.0.1:{info.tcp_port}, store URL {info.store_url()}"
             )
+        typer.echo(f"store URL: {started.store_url()}")
         return
     info = embedded.start_server(config.data_dir, http_port, tcp_port)
     typer.echo(
@@ -166,12 +169,17 @@ def migrate_status(
     """List migrations and whether each is applied, pending or changed since."""
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
-    states = Migrator(target, config).status()
-    typer.echo(f"store: {target.url}")
-    for state in states:
-        when = f"  {state.applied_at:%Y-%m-%d %H:%M:%S}" if state.applied_at else ""
-        typer.echo(f"  {state.version:04d}_{state.name:<24} {state.state}{when}")
-    if any(s.state in ("changed", "missing") for s in states):
+    shard_urls = getattr(target, "shard_urls", None) or []
+    stores = [open_store(url) for url in shard_urls] or [target]
+    bad = False
+    for k, each in enumerate(stores, 1):
+        states = Migrator(each, config).status()
+        typer.echo(f"shard {k}: {each.url}" if shard_urls else f"store: {each.url}")
+        for state in states:
+            when = f"  {state.applied_at:%Y-%m-%d %H:%M:%S}" if state.applied_at else ""
+            typer.echo(f"  {state.version:04d}_{state.name:<24} {state.state}{when}")
+        bad |= any(s.state in ("changed", "missing") for s in states)
+    if bad:
         raise typer.Exit(1)
 
 
@@ -185,12 +193,10 @@ def migrate_up(
     """Apply pending migrations in order (idempotent), then the TTL settings."""
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
+    if cluster or getattr(target, "cluster", None):
+        _migrate_cluster(target, cluster, config)
+        return
     migrator = Migrator(target, config)
-    if cluster:
-        raise ConfigError(
-            "applying migrations to a cluster is not built yet; "
-            f"`llmwh migrate plan --cluster {cluster}` prints the DDL to apply"
-        )
     applied = migrator.up()
     changes = sync_ttls(target, config)
     if not applied and not changes:
@@ -225,6 +231,34 @@ def migrate_plan(
             typer.echo(f"-- {migration.version:04d}_{migration.name}.sql")
             current = migration
         typer.echo(f"{statement};\n")
+
+
+def _migrate_cluster(target: Store, named: str | None, config: Config) -> None:
+    """`migrate up` on a cluster: every shard, in the mode Keeper allows."""
+    cluster = getattr(target, "cluster", None)
+    if named and cluster and named != cluster:
+        raise ConfigError(f"--cluster {named} but the store URL names cluster {cluster}")
+    if not cluster or not target.shard_urls:
+        raise ConfigError(
+            "to migrate a cluster, the store URL names it and its shards: "
+            "http://HOST:PORT/DB?cluster=NAME&shards=HOST1:PORT1,HOST2:PORT2 "
+            "(`llmwh clickhouse start --shards N` prints one); "
+            f"`llmwh migrate plan --cluster {named or 'NAME'}` prints the ON CLUSTER DDL instead"
+        )
+    shards = [open_store(url) for url in target.shard_urls]
+    try:
+        migrator = ClusterMigrator(shards, cluster, config)
+        typer.echo(f"cluster {cluster}, {len(shards)} shards: {migrator.mode}")
+        applied = migrator.up()
+        for shard in shards:
+            sync_ttls(shard, config, local_suffix=LOCAL_SUFFIX)
+    finally:
+        for shard in shards:
+            shard.close()
+    if not applied:
+        typer.echo(f"{target.url}: up to date on every shard")
+    for migration in applied:
+        typer.echo(f"applied {migration.version:04d}_{migration.name} on every shard")
 
 
 def _cluster_statements(migrator: Migrator, cluster: str, migrations: list) -> list[str]:
@@ -332,6 +366,9 @@ def serve(
     traffic = None
     url = config.store
     try:
+        cluster = local_cluster.cluster_status(config.data_dir) if url is None else None
+        if cluster is not None:
+            url = cluster.store_url()
         if url is None:
             info = embedded.server_status(config.data_dir)
             if info is None:
@@ -339,10 +376,13 @@ def serve(
                 typer.echo(f"started the embedded ClickHouse on {info.data_dir} (pid {info.pid})")
             url = info.store_url()
         target = open_store(url)
-        for migration in Migrator(target, config).up():
-            typer.echo(f"applied migration {migration.version:04d}_{migration.name}")
-        for change in sync_ttls(target, config):
-            typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
+        if getattr(target, "cluster", None):
+            _migrate_cluster(target, None, config)
+        else:
+            for migration in Migrator(target, config).up():
+                typer.echo(f"applied migration {migration.version:04d}_{migration.name}")
+            for change in sync_ttls(target, config):
+                typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
         receiver = Receiver(target, config)
         server = uvicorn.Server(
             uvicorn.Config(

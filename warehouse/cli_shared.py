@@ -9,7 +9,7 @@ import typer
 
 from warehouse.config import Config
 from warehouse.errors import ConfigError
-from warehouse.store import Store, embedded, open_store
+from warehouse.store import Store, embedded, local_cluster, open_store
 
 __all__ = ["ConfigOption", "DataOption", "StoreOption", "store_for"]
 
@@ -41,6 +41,9 @@ def store_for(config: Config, read_only: bool = False) -> Store:
         if read_only and url.startswith("duckdb:"):
             url += ("&" if "?" in url else "?") + "read_only=true"
         return open_store(url)
+    cluster = local_cluster.cluster_status(config.data_dir)
+    if cluster is not None:
+        return open_store(cluster.store_url())
     info = embedded.server_status(config.data_dir)
     if info is None:
         raise ConfigError(

@@ -178,9 +178,10 @@ def test_serve_fails_loudly_when_its_server_is_stopped_under_it(data_dir, tmp_pa
     assert "the embedded ClickHouse stopped" in serve.stderr.read()
 
 
-def test_applying_to_a_cluster_is_refused_with_the_command_that_prints_the_ddl(embedded_server):
+def test_migrating_a_cluster_needs_its_shards_in_the_store_url(embedded_server):
     result = llmwh("migrate", "up", "--cluster", "c2", "--store", embedded_server.store_url())
     assert result.returncode == 1
+    assert "?cluster=NAME&shards=HOST1:PORT1,HOST2:PORT2" in result.stderr
     assert "llmwh migrate plan --cluster c2" in result.stderr
 
 

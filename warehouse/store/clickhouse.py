@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import replace
 from typing import Any
 
 import clickhouse_connect
@@ -58,6 +59,10 @@ class ClickHouseStore:
         self.url = url.redacted()
         self.database = url.database
         self.capabilities = capabilities
+        self.cluster, self.shard_urls = _cluster_options(url)
+        """With ``cluster=NAME``: the cluster the warehouse's Distributed tables span,
+        and (``shards=host:port,...``) each shard's store URL (credentials and all),
+        for migrations."""
         # Unqualified names resolve in the warehouse's database once it exists; until
         # something (this process or another) creates it, the session stays on
         # `default` and looks again before each call.
@@ -94,6 +99,10 @@ class ClickHouseStore:
                 "insert_deduplication_token": dedup_token,
                 "deduplicate_blocks_in_dependent_materialized_views": 1,
             }
+        if self.cluster:
+            # Acknowledged means committed on the shard that owns each row: the insert
+            # returns once every shard has its part (else it fails, naming the shard).
+            settings = {**(settings or {}), "distributed_foreground_insert": 1}
         client, settings = self._route(settings)
         with _translated_errors():
             client.insert_arrow(table, data, database=self.database, settings=settings)
@@ -211,6 +220,8 @@ def _client_options(url: StoreURL) -> dict[str, Any]:
     # (about a tenth of the receiver's rate on 2 cores).
     options: dict[str, Any] = {"compress": url.host not in _LOOPBACK}
     for key, value in url.options:
+        if key in _STORE_OPTIONS:
+            continue
         if key not in known:
             raise ConfigError(
                 f"unknown store URL option {key!r}; known: {', '.join(sorted(known))}"
@@ -220,6 +231,27 @@ def _client_options(url: StoreURL) -> dict[str, Any]:
 
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+_STORE_OPTIONS = {"cluster", "shards"}
+"""Options of the store itself, not of the HTTP client."""
+
+
+def _cluster_options(url: StoreURL) -> tuple[str | None, list[StoreURL]]:
+    """``cluster=NAME`` and ``shards=host:port,...`` of a store URL, checked."""
+    options = dict(url.options)
+    cluster = options.get("cluster")
+    shards = [s.strip() for s in options.get("shards", "").split(",") if s.strip()]
+    if shards and not cluster:
+        raise ConfigError("store URL option shards= needs cluster=NAME too")
+    if cluster is not None and not re.fullmatch(r"[A-Za-z_]\w*", cluster):
+        raise ConfigError(f"store URL option cluster={cluster!r}: not a cluster name")
+    urls = []
+    for shard in shards:
+        host, _, port = shard.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"store URL option shards=: {shard!r} is not host:port")
+        plain = [(k, v) for k, v in url.options if k not in _STORE_OPTIONS]
+        urls.append(replace(url, host=host, port=int(port), options=tuple(plain)))
+    return cluster, urls
 
 
 def _compression(value: str) -> bool | str:

@@ -25,7 +25,7 @@ import re
 
 from warehouse.errors import MigrationError
 
-__all__ = ["LOCAL_SUFFIX", "render_for_cluster"]
+__all__ = ["LOCAL_SUFFIX", "is_insert_select", "render_for_cluster"]
 
 LOCAL_SUFFIX = "_local"
 
@@ -45,15 +45,21 @@ _COLUMN_CHANGE = re.compile(r"^\s*(ADD|DROP|MODIFY|RENAME|COMMENT) COLUMN\b", re
 
 
 def render_for_cluster(
-    statements: list[str], cluster: str, database: str, context: list[str] | None = None
+    statements: list[str],
+    cluster: str,
+    database: str,
+    context: list[str] | None = None,
+    *,
+    keeper: bool = True,
 ) -> list[str]:
     """Turn single-node statements into ``ON CLUSTER`` statements with Replicated engines
     and Distributed tables.
 
     ``context`` is every statement of every migration (default: ``statements``), so
-    that a later migration that refers to an earlier table knows it is sharded. Raises
-    :class:`MigrationError` on a statement it cannot render rather than passing it
-    through unchanged.
+    that a later migration that refers to an earlier table knows it is sharded. Without
+    ``keeper`` the statements are for each node to run itself: no ``ON CLUSTER`` and the
+    engines as they are (one replica per shard). Raises :class:`MigrationError` on a
+    statement it cannot render rather than passing it through unchanged.
     """
     if not re.fullmatch(r"[A-Za-z_][\w]*", cluster):
         raise MigrationError(f"invalid cluster name {cluster!r}")
@@ -66,18 +72,28 @@ def render_for_cluster(
     }
     rendered: list[str] = []
     for statement, body in zip(statements, code, strict=True):
-        rendered.extend(_render(statement, body, cluster, database, sharded))
+        rendered.extend(_render(statement, body, cluster, database, sharded, keeper))
     return rendered
 
 
-def _render(statement: str, body: str, cluster: str, database: str, sharded: set[str]) -> list[str]:
-    on = f" ON CLUSTER {cluster}"
+def is_insert_select(statement: str) -> bool:
+    """A data statement: through the Distributed tables it reaches every shard at once,
+    so a node-by-node migration runs it on one node only."""
+    return bool(_INSERT_SELECT.match(_strip_comments(statement)))
+
+
+def _render(
+    statement: str, body: str, cluster: str, database: str, sharded: set[str], keeper: bool
+) -> list[str]:
+    on = f" ON CLUSTER {cluster}" if keeper else ""
     if match := _CREATE_DATABASE.match(body):
         return [f"{body}{on}"]
     if (match := _CREATE_TABLE.match(body)) and match.group(3) in sharded:
         verb, db, table, rest = match.groups()
         local = f"{table}{LOCAL_SUFFIX}"
-        rest = _replicated_engine(_localize(rest, database, sharded), db, local)
+        rest = _localize(rest, database, sharded)
+        if keeper:
+            rest = _replicated_engine(rest, db, local)
         key = _SHARDING_KEY.search(statement)
         if key is None:
             raise MigrationError(

@@ -28,6 +28,7 @@ __all__ = [
     "remote_servers_xml",
     "shard_states",
     "start_cluster",
+    "start_shard",
     "stop_cluster",
 ]
 
@@ -42,7 +43,14 @@ class LocalCluster:
     shards: tuple[embedded.ServerInfo, ...]
 
     def store_urls(self, database: str = DEFAULT_DATABASE) -> list[str]:
+        """Each shard's own store URL (its local node alone)."""
         return [shard.store_url(database) for shard in self.shards]
+
+    def store_url(self, database: str = DEFAULT_DATABASE) -> str:
+        """The warehouse's store URL on the cluster: shard 1 as the entry node, the
+        cluster's name, and every shard (for migrations)."""
+        shards = ",".join(f"{HOST}:{shard.http_port}" for shard in self.shards)
+        return f"{self.shards[0].store_url(database)}?cluster={self.name}&shards={shards}"
 
 
 def remote_servers_xml(cluster: str, tcp_ports: list[int]) -> str:
@@ -93,20 +101,41 @@ def start_cluster(
         for info in started:
             embedded.stop_server(info.data_dir)
         raise
+    shards_recorded = [
+        {"dir": info.data_dir, "http_port": info.http_port, "tcp_port": info.tcp_port}
+        for info in started
+    ]
     (root / "cluster.json").write_text(
-        json.dumps({"cluster": cluster, "shards": [info.data_dir for info in started]}) + "\n"
+        json.dumps({"cluster": cluster, "shards": shards_recorded}) + "\n"
     )
     return LocalCluster(cluster, tuple(started))
+
+
+def start_shard(data_dir: str | Path, shard: int) -> embedded.ServerInfo:
+    """Start shard ``shard`` (1-based) of the cluster on ``data_dir`` again, on its ports."""
+    name, shards = _manifest(data_dir)
+    if not 1 <= shard <= len(shards):
+        raise ConfigError(f"the cluster on {data_dir} has no shard {shard}")
+    extra = remote_servers_xml(name, [s["tcp_port"] for s in shards])
+    recorded = shards[shard - 1]
+    return embedded.start_server(
+        recorded["dir"], recorded["http_port"], recorded["tcp_port"], extra_config=extra
+    )
+
+
+def _manifest(data_dir: str | Path) -> tuple[str, list[dict]]:
+    manifest = Path(data_dir).resolve() / "cluster.json"
+    if not manifest.exists():
+        return "", []
+    recorded = json.loads(manifest.read_text())
+    return recorded["cluster"], recorded["shards"]
 
 
 def shard_states(data_dir: str | Path) -> tuple[str, list[tuple[str, embedded.ServerInfo | None]]]:
     """The cluster recorded on ``data_dir``: its name, and each shard's directory and
     server (None where it does not run). ``("", [])`` when there is none."""
-    manifest = Path(data_dir).resolve() / "cluster.json"
-    if not manifest.exists():
-        return "", []
-    recorded = json.loads(manifest.read_text())
-    return recorded["cluster"], [(p, embedded.server_status(p)) for p in recorded["shards"]]
+    name, shards = _manifest(data_dir)
+    return name, [(s["dir"], embedded.server_status(s["dir"])) for s in shards]
 
 
 def cluster_status(data_dir: str | Path) -> LocalCluster | None:
@@ -119,12 +148,9 @@ def cluster_status(data_dir: str | Path) -> LocalCluster | None:
 
 def stop_cluster(data_dir: str | Path) -> list[embedded.ServerInfo]:
     """Stop every shard of the local cluster on ``data_dir``; returns those that ran."""
-    manifest = Path(data_dir).resolve() / "cluster.json"
-    if not manifest.exists():
-        return []
     stopped = []
-    for path in json.loads(manifest.read_text())["shards"]:
-        info = embedded.stop_server(path)
+    for recorded in _manifest(data_dir)[1]:
+        info = embedded.stop_server(recorded["dir"])
         if info is not None:
             stopped.append(info)
     return stopped

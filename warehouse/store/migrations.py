@@ -240,7 +240,7 @@ class Migrator:
         Statements are idempotent (``IF NOT EXISTS``), so a migration interrupted half
         way is simply run again.
         """
-        self._bootstrap()
+        self.bootstrap()
         done = []
         for migration in self.pending():
             for number, statement in enumerate(self.statements(migration), start=1):
@@ -254,7 +254,7 @@ class Migrator:
                         database_message=exc.database_message,
                         code=exc.code,
                     ) from exc
-            self._record(migration)
+            self.record(migration)
             done.append(migration)
         return done
 
@@ -271,7 +271,8 @@ class Migrator:
         )
         return {row["version"]: row for row in table.to_pylist()}
 
-    def _record(self, migration: Migration) -> None:
+    def record(self, migration: Migration) -> None:
+        """Record ``migration`` as applied."""
         row = pa.table(
             {
                 "version": pa.array([migration.version], pa.uint32()),
@@ -286,7 +287,8 @@ class Migrator:
     def _table(self) -> str:
         return f"{self.store.database}.{MIGRATIONS_TABLE}"
 
-    def _bootstrap(self) -> None:
+    def bootstrap(self) -> None:
+        """Create the database and the bookkeeping table where they are missing."""
         for statement in _BOOKKEEPING[self.dialect]:
             self.store.command(statement.format(db=self.store.database, table=MIGRATIONS_TABLE))
 

@@ -38,8 +38,11 @@ class TtlChange:
     new_days: int
 
 
-def sync_ttls(store: Store, config: Config) -> list[TtlChange]:
-    """ALTER every table whose TTL differs from its setting; returns what changed."""
+def sync_ttls(store: Store, config: Config, local_suffix: str = "") -> list[TtlChange]:
+    """ALTER every table whose TTL differs from its setting; returns what changed.
+
+    ``local_suffix`` (``_local``) names a cluster shard's tables, which hold the TTLs.
+    """
     if not store.capabilities.ttl:
         return []
     tables = store.query_arrow(
@@ -48,7 +51,12 @@ def sync_ttls(store: Store, config: Config) -> list[TtlChange]:
     ).to_pylist()
     changes = []
     for row in tables:
-        setting = TTL_SETTINGS.get(row["name"])
+        name = row["name"]
+        if local_suffix:
+            if not name.endswith(local_suffix):
+                continue
+            name = name[: -len(local_suffix)]
+        setting = TTL_SETTINGS.get(name)
         match = _TTL.search(row["engine_full"])
         if setting is None or match is None:
             continue

@@ -1,0 +1,199 @@
+"""The warehouse on a real two-shard cluster of embedded servers, against one node.
+
+`llmwh migrate up` applies the schema to both shards (no Keeper here: each shard runs
+its statements itself), the same requests go in through the cluster and into a single
+node, and every question must get the same answer from both. A shard that is down
+makes writes fail loudly and queries fail naming it; once it is back, retried writes
+land once and nothing acknowledged is missing.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from warehouse.connection import Warehouse
+from warehouse.errors import StoreError
+from warehouse.ingest.events import encode_ndjson
+from warehouse.store import open_store
+from warehouse.store.embedded import stop_server
+from warehouse.store.local_cluster import start_cluster, start_shard, stop_cluster
+from warehouse.synthetic import Incident, synthetic_requests
+
+START = (datetime.now(UTC) - timedelta(hours=4)).replace(minute=0, second=0, microsecond=0)
+SPAN = timedelta(hours=3)
+UNTIL = START + SPAN
+
+
+@pytest.fixture(scope="module")
+def traffic():
+    return synthetic_requests(
+        40_000, seed=17, start=START, span=SPAN, incidents=[Incident("zone-ttft", at=0.5)]
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    started = start_cluster(root, shards=2, cluster="c2")
+    done = subprocess.run(
+        [sys.executable, "-m", "warehouse", "migrate", "up", "--store", started.store_url()],
+        capture_output=True, text=True, timeout=300, cwd=root,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "each shard runs the statements itself" in done.stdout
+    yield root, started
+    stop_cluster(root)
+
+
+@pytest.fixture(scope="module")
+def both(cluster, embedded_server, traffic):
+    """(cluster warehouse, single-node warehouse), holding the same requests."""
+    _, started = cluster
+    on_cluster = Warehouse(open_store(started.store_url()))
+    single = Warehouse(open_store(embedded_server.store_url(f"single_{uuid.uuid4().hex[:8]}")))
+    single.migrate()
+    for wh in (on_cluster, single):
+        for batch in traffic.to_batches(max_chunksize=10_000):
+            wh.insert_requests(pl.from_arrow(batch).to_arrow())
+    yield on_cluster, single
+    single.store.command(f"DROP DATABASE IF EXISTS {single.store.database}")
+    on_cluster.close()
+    single.close()
+
+
+def assert_same(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> None:
+    a, b = a.sort(keys), b.sort(keys)
+    assert a.columns == b.columns and a.height == b.height > 0
+    for column in a.columns:
+        x, y = a[column], b[column]
+        if x.dtype.is_float():
+            np.testing.assert_allclose(x.to_numpy(), y.to_numpy(), rtol=1e-9, equal_nan=True)
+        else:
+            assert x.to_list() == y.to_list(), column
+
+
+def test_the_schema_is_on_both_shards_and_rows_are_spread_over_them(cluster, both):
+    _, started = cluster
+    shards = [open_store(url) for url in started.store_urls()]
+    try:
+        local = [
+            s.query_arrow("SELECT count() AS n FROM requests_local")["n"][0].as_py() for s in shards
+        ]
+        engines = {
+            row["name"]: row["engine"]
+            for row in shards[1]
+            .query_arrow("SELECT name, engine FROM system.tables WHERE database = 'llmwh'")
+            .to_pylist()
+        }
+    finally:
+        for s in shards:
+            s.close()
+    assert sum(local) == 40_000 and min(local) > 15_000  # by request id: about half each
+    assert engines["requests"] == "Distributed" and engines["requests_local"] == "MergeTree"
+    assert (
+        engines["requests_1m"] == "Distributed" and engines["requests_1m_mv"] == "MaterializedView"
+    )
+
+
+@pytest.mark.parametrize("exact", [True, None])
+def test_drill_downs_and_time_series_match_a_single_node(both, exact):
+    on_cluster, single = both
+    for by in (["model"], ["model", "region"], ["tenant", "zone"]):
+        args = dict(
+            by=by,
+            measures=["count", "error_rate", "p50_ttft_ms", "p95_ttft_ms", "p99_e2e_ms",
+                      "kv_hit_ratio", "attainment"],
+            thresholds={"ttft_ms": 300},
+            since=START, until=UNTIL, exact=exact,
+        )  # fmt: skip
+        first, second = on_cluster.drill(**args), single.drill(**args)
+        assert first.plan.source == second.plan.source
+        assert_same(first, second, by)
+    series = [
+        wh.timeseries(["count", "p95_ttft_ms"], by=["zone"], interval="15m", since=START,
+                      until=UNTIL, exact=exact)
+        for wh in both
+    ]  # fmt: skip
+    assert_same(*series, ["time", "zone"])
+
+
+def test_sla_and_root_cause_match_a_single_node(both):
+    sla = [wh.sla("chat-assistant", by=["model"], since=START, until=UNTIL) for wh in both]
+    assert_same(*sla, ["model"])
+    causes = [
+        wh.root_cause(thresholds={"ttft_ms": 300}, since=START, until=UNTIL, limit=None)
+        for wh in both
+    ]
+    assert_same(*causes, ["dimension", "value"])
+    assert causes[0].row(0, named=True)["value"] == "sh-b"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def post(url: str, body: bytes) -> int:
+    request = urllib.request.Request(
+        url, body, {"Content-Type": "application/x-ndjson"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except urllib.error.URLError:
+        return 0  # not listening (yet)
+
+
+def test_a_shard_down_fails_writes_and_queries_loudly_and_loses_nothing(cluster, tmp_path):
+    root, started = cluster
+    url = started.store_url(f"down_{uuid.uuid4().hex[:8]}")
+    migrated = subprocess.run(
+        [sys.executable, "-m", "warehouse", "migrate", "up", "--store", url],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert migrated.returncode == 0, migrated.stderr
+    port = free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "serve", "--store", url,
+         "--listen", f"127.0.0.1:{port}"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    events = f"http://127.0.0.1:{port}/api/v1/requests"
+    now = datetime.now(UTC) - timedelta(minutes=30)
+    bodies = [
+        encode_ndjson(synthetic_requests(500, seed=100 + k, start=now, span=timedelta(minutes=5)))
+        for k in range(4)
+    ]
+    store = open_store(url)
+    try:
+        deadline = time.monotonic() + 60
+        while post(events, bodies[0]) != 200 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        stop_server(started.shards[1].data_dir)  # shard 2 goes away
+        assert post(events, bodies[1]) >= 500  # not acknowledged: the sender keeps it
+        with pytest.raises(StoreError, match=f"127.0.0.1:{started.shards[1].tcp_port}"):
+            store.query_arrow("SELECT count() FROM requests")
+        start_shard(root, 2)  # back
+        for body in bodies[1:]:  # the sender retries; the last one is new
+            assert post(events, body) == 200
+        assert post(events, bodies[1]) == 200  # a retry after a lost answer: no change
+        count = store.query_arrow("SELECT count() AS n FROM requests")["n"][0].as_py()
+        assert count == 4 * 500  # every acknowledged request, once
+    finally:
+        store.close()
+        serve.terminate()
+        serve.wait(timeout=60)

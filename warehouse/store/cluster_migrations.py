@@ -1,0 +1,105 @@
+"""Migrations applied to every shard of a ClickHouse cluster, recorded on each.
+
+The statements are the single-node ones rendered for the cluster
+(:func:`warehouse.store.cluster.render_for_cluster`): local tables, Distributed tables
+over them, materialized views on the local tables. Two modes:
+
+- with ClickHouse Keeper: ``ON CLUSTER`` statements and Replicated engines, each run
+  once (ClickHouse carries it to every node);
+- without it (as here): each node runs the statements itself, one replica per shard.
+
+Either way a data statement (``INSERT ... SELECT`` through the Distributed tables)
+runs once, and every shard records the migration in its own ``schema_migrations``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from warehouse.config import Config
+from warehouse.errors import ConfigError, MigrationError, StoreError
+from warehouse.store.base import Store
+from warehouse.store.cluster import is_insert_select, render_for_cluster
+from warehouse.store.migrations import Migration, MigrationState, Migrator
+
+__all__ = ["ClusterMigrator", "has_keeper"]
+
+
+def has_keeper(store: Store) -> bool:
+    """Whether ``store``'s server is connected to ClickHouse Keeper (or ZooKeeper)."""
+    try:
+        store.query_arrow("SELECT count() AS n FROM system.zookeeper WHERE path = '/'")
+    except StoreError:
+        return False
+    return True
+
+
+class ClusterMigrator:
+    """Applies the migrations to every shard of cluster ``cluster``; shard 1 first."""
+
+    def __init__(
+        self,
+        shards: Sequence[Store],
+        cluster: str,
+        config: Config | None = None,
+        keeper: bool | None = None,
+    ):
+        if not shards:
+            raise ConfigError("a cluster needs at least one shard")
+        if any(s.capabilities.dialect != "clickhouse" for s in shards):
+            raise ConfigError("clusters are ClickHouse only")
+        self.shards = list(shards)
+        self.cluster = cluster
+        self.migrators = [Migrator(store, config) for store in shards]
+        self.keeper = has_keeper(shards[0]) if keeper is None else keeper
+
+    @property
+    def mode(self) -> str:
+        if self.keeper:
+            return "ON CLUSTER statements and Replicated engines (ClickHouse Keeper is there)"
+        return (
+            "each shard runs the statements itself, one replica per shard (no ClickHouse "
+            "Keeper, which ON CLUSTER and Replicated engines need)"
+        )
+
+    def status(self) -> list[tuple[str, list[MigrationState]]]:
+        """Each shard's store URL and the state of every migration there."""
+        return [(m.store.url, m.status()) for m in self.migrators]
+
+    def statements(self, migration: Migration) -> list[str]:
+        first = self.migrators[0]
+        every = [s for m in first.migrations for s in first.statements(m)]
+        return render_for_cluster(
+            first.statements(migration),
+            self.cluster,
+            first.store.database,
+            context=every,
+            keeper=self.keeper,
+        )
+
+    def up(self) -> list[Migration]:
+        """Apply what any shard lacks, in order, on the shards that lack it."""
+        for migrator in self.migrators:
+            migrator.bootstrap()
+        pending = [{m.version for m in migrator.pending()} for migrator in self.migrators]
+        done = []
+        for migration in self.migrators[0].migrations:
+            where = [k for k, versions in enumerate(pending) if migration.version in versions]
+            if not where:
+                continue
+            for number, statement in enumerate(self.statements(migration), start=1):
+                once = self.keeper or is_insert_select(statement)
+                for k in where[:1] if once else where:
+                    try:
+                        self.shards[k].command(statement)
+                    except StoreError as exc:
+                        raise MigrationError(
+                            f"{migration.path.name}, statement {number}, shard {k + 1} "
+                            f"({self.shards[k].url}): {exc}",
+                            database_message=exc.database_message,
+                            code=exc.code,
+                        ) from exc
+            for k in where:
+                self.migrators[k].record(migration)
+            done.append(migration)
+        return done
