@@ -29,6 +29,7 @@ from warehouse.store import open_store
 from warehouse.store.embedded import stop_server
 from warehouse.store.local_cluster import start_cluster, start_shard, stop_cluster
 from warehouse.synthetic import Incident, synthetic_requests
+from warehouse.synthetic.samples import remote_write_body
 
 START = (datetime.now(UTC) - timedelta(hours=4)).replace(minute=0, second=0, microsecond=0)
 SPAN = timedelta(hours=3)
@@ -145,10 +146,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def post(url: str, body: bytes) -> int:
-    request = urllib.request.Request(
-        url, body, {"Content-Type": "application/x-ndjson"}, method="POST"
-    )
+def post(url: str, body: bytes, content_type: str = "application/x-ndjson") -> int:
+    request = urllib.request.Request(url, body, {"Content-Type": content_type}, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status
@@ -193,6 +192,16 @@ def test_a_shard_down_fails_writes_and_queries_loudly_and_loses_nothing(cluster,
         assert post(events, bodies[1]) == 200  # a retry after a lost answer: no change
         count = store.query_arrow("SELECT count() AS n FROM requests")["n"][0].as_py()
         assert count == 4 * 500  # every acknowledged request, once
+        # Remote write goes through the cluster too: twice the same body, its samples once.
+        metrics = synthetic_requests(50, seed=7, start=now, span=timedelta(minutes=5))
+        for _ in range(2):
+            assert post(f"http://127.0.0.1:{port}/api/v1/write", remote_write_body(metrics),
+                        "application/x-protobuf") == 204  # fmt: skip
+        samples = store.query_arrow("SELECT count() AS n FROM samples FINAL")["n"][0].as_py()
+        users = metrics.num_rows - sum(metrics.column("is_probe").to_pylist())
+        assert samples >= 10 * users  # about a dozen measures a request
+        series = store.query_arrow("SELECT uniqExact(id) AS n FROM series")["n"][0].as_py()
+        assert samples == series  # one sample per per-request series: none twice
     finally:
         store.close()
         serve.terminate()
