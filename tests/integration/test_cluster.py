@@ -140,6 +140,22 @@ def test_sla_and_root_cause_match_a_single_node(both):
     assert causes[0].row(0, named=True)["value"] == "sh-b"
 
 
+def test_ab_and_drift_match_a_single_node(both):
+    for measure in ("attainment", "p95_ttft_ms"):
+        arms = [
+            wh.compare_groups(measure, a="control", thresholds={"ttft_ms": 300}, since=START,
+                              until=UNTIL)
+            for wh in both
+        ]  # fmt: skip
+        assert_same(*arms, ["b"])
+    drift = [
+        wh.drift("p95_ttft_ms", by=["zone"], interval="5m", since=START, until=UNTIL)
+        for wh in both
+    ]
+    assert_same(*drift, ["time", "zone"])
+    assert drift[0].filter(zone="sh-b")["alert"].any()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
