@@ -9,6 +9,8 @@ land once and nothing acknowledged is missing.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +28,7 @@ from warehouse.connection import Warehouse
 from warehouse.errors import StoreError
 from warehouse.ingest.events import encode_ndjson
 from warehouse.store import open_store
-from warehouse.store.embedded import stop_server
+from warehouse.store.embedded import server_status
 from warehouse.store.local_cluster import start_cluster, start_shard, stop_cluster
 from warehouse.synthetic import Incident, synthetic_requests
 from warehouse.synthetic.samples import remote_write_body
@@ -149,8 +151,7 @@ def test_ab_and_drift_match_a_single_node(both):
         ]  # fmt: skip
         assert_same(*arms, ["b"])
     drift = [
-        wh.drift("p95_ttft_ms", by=["zone"], interval="5m", since=START, until=UNTIL)
-        for wh in both
+        wh.drift("p95_ttft_ms", by=["zone"], interval="5m", since=START, until=UNTIL) for wh in both
     ]
     assert_same(*drift, ["time", "zone"])
     assert drift[0].filter(zone="sh-b")["alert"].any()
@@ -198,7 +199,9 @@ def test_a_shard_down_fails_writes_and_queries_loudly_and_loses_nothing(cluster,
         deadline = time.monotonic() + 60
         while post(events, bodies[0]) != 200 and time.monotonic() < deadline:
             time.sleep(0.5)
-        stop_server(started.shards[1].data_dir)  # shard 2 goes away
+        os.kill(started.shards[1].pid, signal.SIGKILL)  # shard 2 dies
+        while server_status(started.shards[1].data_dir) is not None:
+            time.sleep(0.05)
         assert post(events, bodies[1]) >= 500  # not acknowledged: the sender keeps it
         with pytest.raises(StoreError, match=f"127.0.0.1:{started.shards[1].tcp_port}"):
             store.query_arrow("SELECT count() FROM requests")
