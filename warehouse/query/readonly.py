@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.scope import traverse_scope
 
 from warehouse.errors import QueryError
 from warehouse.query import dialects
@@ -116,15 +117,39 @@ def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
 
     ``requests`` becomes ``(SELECT * FROM requests WHERE tenant = {llmwh_tenant:String})``
     under the same alias, wherever it appears (joins, subqueries, CTEs). Any other
-    table, a table function, or another database is refused: Prometheus series and
-    samples, and ``system``, carry no tenant.
+    table, a table function, another database, ``x IN table``, ``SAMPLE`` and functions
+    that read outside the query (``file``, ``url``, ``dictGet`` ...) are refused:
+    Prometheus series and samples, and ``system``, carry no tenant. Which names are
+    CTEs is resolved per scope, so a ``WITH`` name never hides a real table.
     """
     tree = tree.copy()
-    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    try:
+        with _quiet_sqlglot():
+            scopes = list(traverse_scope(tree))
+    except (sqlglot.errors.SqlglotError, ValueError, KeyError):
+        raise QueryError(
+            "reading as a tenant, this query is refused: its tables cannot be told apart"
+        ) from None
+    cte_references = {
+        id(table)
+        for scope in scopes
+        for table in scope.tables
+        if not table.db and table.name in scope.cte_sources
+    }
+    for node in tree.walk():
+        if isinstance(node, exp.In) and node.args.get("field") is not None:
+            raise QueryError("reading as a tenant, IN <table> is refused: write IN (SELECT ...)")
+        if (
+            isinstance(node, exp.Placeholder)
+            and str(node.args.get("kind", "")).lower() == "identifier"
+        ):
+            raise QueryError("reading as a tenant, Identifier parameters are refused")
+        if isinstance(node, exp.Func) and _reads_outside(name := _function_name(node)):
+            raise QueryError(f"reading as a tenant, {name}() is refused")
     for table in list(tree.find_all(exp.Table)):
-        name, db = table.name, table.db
-        if not db and name in ctes:
+        if id(table) in cte_references:
             continue
+        name, db = table.name, table.db
         if not isinstance(table.this, exp.Identifier):
             raise QueryError("table functions are refused when reading as a tenant")
         if db not in ("", database) or name not in TENANT_TABLES:
@@ -133,14 +158,38 @@ def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
                 f"{shown} is not tenant-scoped: reading as a tenant, a query may read "
                 f"{', '.join(TENANT_TABLES)} only"
             )
+        if table.args.get("sample") is not None:
+            raise QueryError("SAMPLE is refused when reading as a tenant")
+        final = isinstance(table.parent, exp.Final)
         source = f"{db}.{name}" if db else name
         rows = sqlglot.parse_one(
-            f"SELECT * FROM {source} WHERE tenant = {{{_TENANT_PARAMETER}:String}}",
+            f"SELECT * FROM {source}{' FINAL' if final else ''} "
+            f"WHERE tenant = {{{_TENANT_PARAMETER}:String}}",
             read=dialects.WarehouseClickHouse,
         )
         alias = exp.TableAlias(this=exp.to_identifier(table.alias_or_name))
-        table.replace(exp.Subquery(this=rows, alias=alias))
+        (table.parent if final else table).replace(exp.Subquery(this=rows, alias=alias))
     return tree
+
+
+_OUTSIDE = frozenset(
+    {
+        "file", "url", "urlcluster", "s3", "s3cluster", "hdfs", "hdfscluster", "remote",
+        "remotesecure", "cluster", "clusterallreplicas", "merge", "input", "mysql",
+        "postgresql", "executable", "azureblobstorage", "gcs",
+    }
+)  # fmt: skip
+"""Functions that read files, URLs, other servers or other tables, refused as a tenant
+(lower case; ``dictGet*``, ``dictHas`` and ``joinGet*`` are refused too)."""
+
+
+def _function_name(node: exp.Func) -> str:
+    return node.name if isinstance(node, exp.Anonymous) else node.sql_name()
+
+
+def _reads_outside(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in _OUTSIDE or lowered.startswith(("dictget", "dicthas", "joinget"))
 
 
 @contextmanager
