@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import signal
 import sys
@@ -404,7 +405,11 @@ def serve(
 
             loopback = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
             traffic = DemoTraffic(
-                f"http://{loopback}:{port}", target, rate=demo_rate, say=typer.echo
+                f"http://{loopback}:{port}",
+                target,
+                rate=demo_rate,
+                headers=_credentials(config),
+                say=typer.echo,
             )
             traffic.start()
         # uvicorn handles SIGINT/SIGTERM itself (draining the receiver), then re-raises
@@ -435,6 +440,15 @@ _DEMO_HINTS = """\
     llmwh timeseries -m p95_ttft_ms --by zone --since 3h --interval 15m
   (llmwh is .venv/bin/llmwh after `make run`; the README's "Try it" has more)
 """
+
+
+def _credentials(config: Config) -> dict[str, str]:
+    """The ``Authorization`` header the receiver wants, for writes of our own."""
+    if config.auth_token:
+        return {"Authorization": f"Bearer {config.auth_token}"}
+    if config.basic_auth:
+        return {"Authorization": "Basic " + base64.b64encode(config.basic_auth.encode()).decode()}
+    return {}
 
 
 def _host_port(listen: str) -> tuple[str, int]:

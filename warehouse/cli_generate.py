@@ -64,6 +64,15 @@ def generate(
         float | None,
         typer.Option("--rate", help="With --send: requests per second [default: as fast as taken]"),
     ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            "-H",
+            help="With --send: NAME: VALUE sent with every write, e.g. "
+            "'Authorization: Bearer TOKEN' or 'X-Scope-OrgID: acme'. Repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Realistic, seeded LLM inference traffic with optional incidents, to a file or a receiver.
 
@@ -93,11 +102,21 @@ def generate(
             written = _write(out, batches, lambda k: progress.advance(task, k))
             where = str(out)
         else:
-            sender = Sender(send, via=via, rate=rate)
+            sender = Sender(send, via=via, rate=rate, headers=_headers(header or ()))
             stack.callback(sender.close)
             written = sender.send(batches, lambda k: progress.advance(task, k))
             where = f"{send} ({sender.via})"
     typer.echo(f"generated {written:,} requests (seed {seed}) -> {where}", err=True)
+
+
+def _headers(given: Iterable[str]) -> dict[str, str]:
+    headers = {}
+    for item in given:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip() or not value.strip():
+            raise ConfigError(f"--header {item!r}: expected NAME: VALUE")
+        headers[name.strip()] = value.strip()
+    return headers
 
 
 def _write(path: Path, batches: Iterable[pa.Table], advance: Callable[[int], None]) -> int:

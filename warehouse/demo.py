@@ -41,8 +41,11 @@ class DemoTraffic:
     incident: str = "zone-ttft"
     seed: int = 0
     slice_seconds: float = 2.0
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent with every write: the receiver's credentials when it has some."""
     say: Callable[[str], None] = print
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _base_seed: int = field(default=0, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
 
     def start(self) -> None:
@@ -66,7 +69,9 @@ class DemoTraffic:
                 f"demo: incident {self.incident}: {what} for {incident.dimension}="
                 f"{incident.target} from {began - self.incident_ago:%H:%M} UTC on"
             )
-            sender = Sender(self.url, via="events")
+            sender = Sender(self.url, via="events", headers=self.headers)
+            # Seeds from the start time: a restarted demo never repeats a request id.
+            self._base_seed = self.seed * 1_000_003 + int(began.timestamp())
             self._backfill(sender, incident, began)
             self._live(sender, incident, began)
         except Exception as exc:  # the demo must never take the receiver down with it
@@ -77,13 +82,15 @@ class DemoTraffic:
         deadline = time.monotonic() + 60
         host_port = self.url.split("://", 1)[1].split("/", 1)[0]
         while not self._stop.is_set() and time.monotonic() < deadline:
+            connection = http.client.HTTPConnection(host_port, timeout=2)
             try:
-                connection = http.client.HTTPConnection(host_port, timeout=2)
                 connection.request("GET", "/readyz")
                 if connection.getresponse().status == 200:
                     return
             except OSError:
                 pass
+            finally:
+                connection.close()
             time.sleep(0.2)
 
     def _backfill(self, sender: Sender, incident: Incident, began: datetime) -> None:
@@ -97,7 +104,7 @@ class DemoTraffic:
             return
         n = self._requests_in(since, span)
         self.say(f"demo: backfilling {n:,} requests from {since:%H:%M} to {began:%H:%M} UTC")
-        sender.send(request_batches(n, self.seed, since, span, [incident]))
+        sender.send(request_batches(n, self._base_seed, since, span, [incident]))
         self.say(f"demo: backfilled; now sending about {self.rate:g} requests/s live")
 
     def _live(self, sender: Sender, incident: Incident, began: datetime) -> None:
@@ -109,7 +116,8 @@ class DemoTraffic:
             if self._stop.wait(max(wait, 0)):
                 return
             n = self._requests_in(start, step)
-            sender.send(request_batches(n, self.seed * 1_000_003 + k, start, step, [incident]))
+            seed = self._base_seed + 7_919 * k  # a stream of its own per slice
+            sender.send(request_batches(n, seed, start, step, [incident]))
             start = due
 
     def _requests_in(self, start: datetime, span: timedelta) -> int:

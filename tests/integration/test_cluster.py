@@ -163,6 +163,29 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def test_a_shard_that_missed_a_migration_gets_its_schema_not_the_data_again(cluster, both):
+    """0007 backfills the SLA rollup through the Distributed tables: once is enough."""
+    _, started = cluster
+    on_cluster, _ = both
+    rolled_up = "SELECT sum(requests) AS n FROM requests_sla_1h"
+    before = on_cluster.store.query_arrow(rolled_up)["n"][0].as_py()
+    shard2 = open_store(started.store_urls()[1])
+    try:
+        shard2.command(
+            "ALTER TABLE schema_migrations DELETE WHERE version = 7",
+            settings={"mutations_sync": 2},
+        )
+    finally:
+        shard2.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "warehouse", "migrate", "up", "--store", started.store_url()],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "applied 0007_sla_rollup on every shard" in done.stdout
+    assert on_cluster.store.query_arrow(rolled_up)["n"][0].as_py() == before == 40_000
+
+
 def post(url: str, body: bytes, content_type: str = "application/x-ndjson") -> int:
     request = urllib.request.Request(url, body, {"Content-Type": content_type}, method="POST")
     try:

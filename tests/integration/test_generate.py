@@ -57,6 +57,7 @@ class TestCommand:
             (("--out", "x.ndjson", "-i", "zone-slow"), "unknown incident 'zone-slow'"),
             (("--send", "ftp://host"), "--send needs an http(s) URL"),
             (("--send", "http://127.0.0.1:9", "--via", "carrier-pigeon"), "unknown --via"),
+            (("--send", "http://127.0.0.1:9", "-H", "Bearer"), "expected NAME: VALUE"),
         ],
     )
     def test_bad_arguments_are_one_line_and_a_failing_exit_code(self, args, complaint):

@@ -223,7 +223,12 @@ class Receiver:
         if scope is not None:
             declared = header(scope, "content-length")
             # A body of undeclared length (chunked) may grow to max_body_bytes: hold that.
-            claim = int(declared) if declared and declared.isdigit() else self.config.max_body_bytes
+            known = declared is not None and declared.isascii() and declared.isdigit()
+            claim = (
+                min(int(declared), self.config.max_body_bytes)
+                if known
+                else self.config.max_body_bytes
+            )
         held = self._in_flight_bytes + self.committer.buffered_bytes
         if claim and held and held + claim > self.config.buffer_bytes:
             raise BufferFull(

@@ -73,6 +73,8 @@ class NewSeriesBudget:
                     f"limit is {self.limit:,} a minute (max_new_series_per_minute): retry later",
                     retry_after=max(1, int(60 - now % 60) + 1),
                 )
+            if len(self._spent) > 10_000:  # tenants are a header's values: forget old minutes
+                self._spent = {t: v for t, v in self._spent.items() if v[0] == minute}
             self._spent[tenant] = (minute, spent + count)
             if count:
                 fresh = ids.reshape(-1, 16)[new]

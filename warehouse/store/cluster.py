@@ -25,7 +25,7 @@ import re
 
 from warehouse.errors import MigrationError
 
-__all__ = ["LOCAL_SUFFIX", "is_insert_select", "render_for_cluster"]
+__all__ = ["LOCAL_SUFFIX", "is_insert_select", "is_per_node", "render_for_cluster"]
 
 LOCAL_SUFFIX = "_local"
 
@@ -74,6 +74,11 @@ def render_for_cluster(
     for statement, body in zip(statements, code, strict=True):
         rendered.extend(_render(statement, body, cluster, database, sharded, keeper))
     return rendered
+
+
+def is_per_node(statement: str) -> bool:
+    """A statement every node must run itself even with Keeper (``SYSTEM STOP VIEW``)."""
+    return bool(_SYSTEM_VIEW.match(_strip_comments(statement)))
 
 
 def is_insert_select(statement: str) -> bool:

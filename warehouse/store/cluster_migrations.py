@@ -9,7 +9,12 @@ over them, materialized views on the local tables. Two modes:
 - without it (as here): each node runs the statements itself, one replica per shard.
 
 Either way a data statement (``INSERT ... SELECT`` through the Distributed tables)
-runs once, and every shard records the migration in its own ``schema_migrations``.
+runs once, and only for a migration no shard has yet (a shard that catches up later
+gets the schema, not the data again); ``SYSTEM STOP/START VIEW`` runs on every node;
+every shard records the migration in its own ``schema_migrations``. As on one node, a
+migration that fails after its data statement and before it is recorded would run
+that statement again: the data statements are backfills of new rollups, so look
+before re-running one.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Sequence
 from warehouse.config import Config
 from warehouse.errors import ConfigError, MigrationError, StoreError
 from warehouse.store.base import Store
-from warehouse.store.cluster import is_insert_select, render_for_cluster
+from warehouse.store.cluster import is_insert_select, is_per_node, render_for_cluster
 from warehouse.store.migrations import Migration, MigrationState, Migrator
 
 __all__ = ["ClusterMigrator", "has_keeper"]
@@ -88,8 +93,16 @@ class ClusterMigrator:
             if not where:
                 continue
             for number, statement in enumerate(self.statements(migration), start=1):
-                once = self.keeper or is_insert_select(statement)
-                for k in where[:1] if once else where:
+                if is_insert_select(statement):
+                    # Through the Distributed tables it fills every shard: only for a
+                    # migration no shard has yet. A shard added later, or one that
+                    # missed it, gets the schema and not a second copy of the data.
+                    targets = where[:1] if len(where) == len(self.shards) else []
+                elif self.keeper and not is_per_node(statement):
+                    targets = where[:1]  # ON CLUSTER carries it to every node
+                else:
+                    targets = where
+                for k in targets:
                     try:
                         self.shards[k].command(statement)
                     except StoreError as exc:

@@ -36,6 +36,7 @@ METRICS = {
     "llm_request_http_status": ("http_status", 1.0),
 }
 _LABELS = ("tenant", *DIMENSIONS)
+_RESERVED = {"request_id", "error_class"}
 
 
 def remote_write_body(requests: pa.Table) -> bytes:
@@ -61,7 +62,12 @@ def remote_write_body(requests: pa.Table) -> bytes:
     for row in range(requests.num_rows):
         # Prometheus sorts labels by name; the receiver checks that they are.
         common = {name: labels[name][row] for name in _LABELS if labels[name][row]}
-        common.update((key, value) for key, value in (attrs[row] or ()) if value)
+        # attrs never override a column's label or a reserved one (__name__ ...).
+        common.update(
+            (key, value)
+            for key, value in (attrs[row] or ())
+            if value and key not in common and key not in _RESERVED and not key.startswith("__")
+        )
         common["request_id"] = ids[row]
         stamp = int(ts[row])
         for metric, (value, missing) in values.items():

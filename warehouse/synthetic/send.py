@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -40,6 +40,8 @@ class Sender:
     via: str = "events"
     rate: float | None = None
     timeout: float = 30.0
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent with every write: credentials (``Authorization``), a tenant header ..."""
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -70,7 +72,8 @@ class Sender:
         for table in batches:
             for chunk in self._chunks(table):
                 self._pace()
-                self._post(*self._body(chunk))
+                body, headers = self._body(chunk)
+                self._post(body, {**headers, **self.headers})
                 self.sent += chunk.num_rows
                 if progress is not None:
                     progress(chunk.num_rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from senders import free_port
+from senders import free_port, wait_for
 
 from warehouse.demo import DemoTraffic
 from warehouse.store import open_store
@@ -56,6 +57,32 @@ def test_a_refused_write_stops_the_sender_with_the_receivers_answer(receiver):
     sender = Sender(f"{base}/api/v1/nowhere", via="events")
     with pytest.raises(SendError, match=r"refused a write \(404\)"):
         sender.send([synthetic_requests(10, seed=3, start=START)])
+
+
+def test_headers_carry_the_receivers_credentials(embedded_server, tmp_path):
+    url = embedded_server.store_url(f"auth_{uuid.uuid4().hex[:10]}")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "serve", "--store", url,
+         "--listen", f"127.0.0.1:{port}"],
+        cwd=tmp_path, env=env | {"LLMWH_AUTH_TOKEN": "s3cret"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(f"http://127.0.0.1:{port}/healthz")
+        table = synthetic_requests(20, seed=5, start=START)
+        with pytest.raises(SendError, match=r"\(401\)"):
+            Sender(f"http://127.0.0.1:{port}").send([table])
+        sender = Sender(f"http://127.0.0.1:{port}", headers={"Authorization": "Bearer s3cret"})
+        assert sender.send([table]) == 20
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert scalar(url, "SELECT count() FROM requests") == 20
+    store = open_store(url)
+    store.command(f"DROP DATABASE IF EXISTS {store.database}")
+    store.close()
 
 
 def test_the_rate_paces_the_writes(receiver):
@@ -105,6 +132,8 @@ def test_the_demo_backfills_its_history_with_the_incident_then_goes_live(receive
     again.stop()
     store.close()
     assert scalar(store_url, "SELECT count() FROM requests") < before + 2_000
+    # Seeds come from the start time: a restart repeats no request id.
+    assert scalar(store_url, "SELECT count() = uniqExact(request_id) FROM requests") == 1
 
 
 def test_serve_demo_runs_the_demo_in_the_receiver(embedded_server, tmp_path):
