@@ -21,7 +21,7 @@ import gzip
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -93,7 +93,6 @@ class Receiver:
             )
         self._sealer: asyncio.Task | None = None
         self._stopping = asyncio.Event()
-        self._in_flight_bytes = 0
         self.committer = GroupCommitter(
             store,
             max_buffer_bytes=self.config.buffer_bytes,
@@ -194,7 +193,7 @@ class Receiver:
                     [("www-authenticate", challenge(self.config.auth_token))],
                 )
                 return
-            with self._admitted(scope if method == "POST" else None):
+            with self.committer.hold(self._claim(scope) if method == "POST" else 0):
                 status = await handler(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
@@ -214,32 +213,14 @@ class Receiver:
         finally:
             self.metrics.http_requests.labels(endpoint, str(status)).inc()
 
-    @contextlib.contextmanager
-    def _admitted(self, scope: Scope | None) -> Iterator[None]:
-        """Hold a write's declared body size against ``buffer_bytes`` while it is decoded
-        and committed: 429 once bodies in flight and rows waiting for a flush reach it.
-        Only POSTs are held (``scope`` None for the rest)."""
-        claim = 0
-        if scope is not None:
-            declared = header(scope, "content-length")
-            # A body of undeclared length (chunked) may grow to max_body_bytes: hold that.
-            known = declared is not None and declared.isascii() and declared.isdigit()
-            claim = (
-                min(int(declared), self.config.max_body_bytes)
-                if known
-                else self.config.max_body_bytes
-            )
-        held = self._in_flight_bytes + self.committer.buffered_bytes
-        if claim and held and held + claim > self.config.buffer_bytes:
-            raise BufferFull(
-                f"the receiver holds {held:,} of {self.config.buffer_bytes:,} bytes "
-                "(buffer_bytes) in writes being decoded or committed; retry after a moment"
-            )
-        self._in_flight_bytes += claim
-        try:
-            yield
-        finally:
-            self._in_flight_bytes -= claim
+    def _claim(self, scope: Scope) -> int:
+        """The bytes a write holds against ``buffer_bytes`` until it is answered: its
+        declared length; a body of undeclared length (chunked) may grow to
+        ``max_body_bytes``, so that."""
+        declared = header(scope, "content-length")
+        if declared is not None and declared.isascii() and declared.isdigit():
+            return min(int(declared), self.config.max_body_bytes)
+        return self.config.max_body_bytes
 
     def _authorized(self, scope: Scope) -> bool:
         return authorized(

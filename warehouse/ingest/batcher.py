@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +108,8 @@ class GroupCommitter:
         self.linger = linger
         self.on_flush = on_flush
         self.buffered_bytes = 0
+        self.in_flight_bytes = 0
+        """Bytes of writes held by :meth:`hold`: arriving, being decoded or committed."""
         self._queue: list[_Pending] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -149,6 +151,23 @@ class GroupCommitter:
         if self.insert_bodies is None:
             raise RuntimeError("this group committer takes no bodies (no insert_bodies)")
         return await self._enqueue({}, len(body.data), None, body)
+
+    @contextlib.contextmanager
+    def hold(self, nbytes: int) -> Iterator[None]:
+        """Hold ``nbytes`` of a write against the buffer's bound while it is read, decoded
+        and committed; :class:`BufferFull` once writes held and rows waiting would pass
+        it. A write alone is always held, whatever its size."""
+        held = self.in_flight_bytes + self.buffered_bytes
+        if nbytes and held and held + nbytes > self.max_buffer_bytes:
+            raise BufferFull(
+                f"the receiver holds {held:,} of {self.max_buffer_bytes:,} bytes "
+                "(buffer_bytes) in writes being decoded or committed; retry after a moment"
+            )
+        self.in_flight_bytes += nbytes
+        try:
+            yield
+        finally:
+            self.in_flight_bytes -= nbytes
 
     async def _enqueue(
         self,

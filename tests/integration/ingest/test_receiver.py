@@ -254,25 +254,25 @@ def test_a_full_buffer_is_429_with_retry_after(client):
 def test_writes_being_decoded_count_against_the_buffer_too(make_client, migrated):
     client = make_client(buffer_bytes=10_000)
     body = v1_body(series=50)
-    client.app._in_flight_bytes = 10_000 - len(body) + 1  # other writes, being decoded
+    client.app.committer.in_flight_bytes = 10_000 - len(body) + 1  # other writes, being decoded
     try:
         refused = client.post(
             "/api/v1/write", body, content_type=V1_TYPE, content_length=str(len(body))
         )
     finally:
-        client.app._in_flight_bytes = 0
+        client.app.committer.in_flight_bytes = 0
     assert refused.status == 429 and refused.headers["retry-after"].isdigit()
     assert "(buffer_bytes) in writes being decoded or committed" in refused.text
     assert samples_in(migrated) == 0
     taken = client.post("/api/v1/write", body, content_type=V1_TYPE, content_length=str(len(body)))
     assert taken.status == 204  # alone, a write is taken whatever its size
-    assert client.app._in_flight_bytes == 0  # released once answered
+    assert client.app.committer.in_flight_bytes == 0  # released once answered
     # A body of undeclared length is held at max_body_bytes while it is read.
-    client.app._in_flight_bytes = 1
+    client.app.committer.in_flight_bytes = 1
     try:
         chunked = client.post("/api/v1/write", body, content_type=V1_TYPE)
     finally:
-        client.app._in_flight_bytes = 0
+        client.app.committer.in_flight_bytes = 0
     assert chunked.status == 429  # 1 + 32 MiB > 10,000
 
 
