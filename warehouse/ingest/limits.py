@@ -109,13 +109,10 @@ class WriteLimits:
             values = requests.column(column).combine_chunks()
             checks.append((column, values, everyone, self.label_value_bytes, "value"))
         for where, strings, rows, limit, what in checks:
-            if not limit:
-                continue
-            lengths = pc.binary_length(strings).to_numpy(zero_copy_only=False)
-            if (over := np.flatnonzero(lengths > limit)).size:
-                k = int(over[0])
+            if limit and (found := _first_over(strings, limit)):
+                k, length = found
                 raise LimitExceeded(
-                    f"row {int(rows[k]) + 1}, field {where}: a label {what} of {lengths[k]:,} "
+                    f"row {int(rows[k]) + 1}, field {where}: a label {what} of {length:,} "
                     f"bytes; the limit is {limit:,} (max_label_{what}_bytes)"
                 )
 
@@ -128,17 +125,23 @@ class WriteLimits:
         what: str,
         names: pa.Array | None,
     ) -> None:
-        lengths = pc.binary_length(strings).to_numpy(zero_copy_only=False)
-        over = np.flatnonzero(lengths > limit)
-        if not over.size:
+        found = _first_over(strings, limit)
+        if found is None:
             return
-        k = int(over[0])
+        k, length = found
         label = "__name__" if names is None else names[k].as_py()
         subject = f"label name {_short(label)}" if what == "name" else f"the value of {label}"
         raise LimitExceeded(
-            f"series {_name(metric, int(owner[k]))}: {subject} is {lengths[k]:,} bytes; the "
+            f"series {_name(metric, int(owner[k]))}: {subject} is {length:,} bytes; the "
             f"limit is {limit:,} (max_label_{what}_bytes)"
         )
+
+
+def _first_over(strings: pa.Array, limit: int) -> tuple[int, int] | None:
+    """The index and UTF-8 length of the first string longer than ``limit`` bytes."""
+    lengths = pc.binary_length(strings).to_numpy(zero_copy_only=False)
+    over = np.flatnonzero(lengths > limit)
+    return (int(over[0]), int(lengths[over[0]])) if over.size else None
 
 
 def _name(metric: pa.Array, k: int) -> str:
