@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import hmac
 
-__all__ = ["authorized", "challenge"]
+__all__ = ["authorized", "challenge", "credentials"]
 
 
 def authorized(authorization: str | None, token: str | None, basic: str | None) -> bool:
@@ -25,9 +25,21 @@ def authorized(authorization: str | None, token: str | None, basic: str | None) 
     if token is not None:
         ok |= hmac.compare_digest(given, f"bearer {token}".encode())
     if basic is not None:
-        expected = base64.b64encode(basic.encode()).decode()
-        ok |= hmac.compare_digest(given, f"basic {expected}".encode())
+        ok |= hmac.compare_digest(given, f"basic {_basic(basic)}".encode())
     return ok
+
+
+def credentials(token: str | None, basic: str | None) -> dict[str, str]:
+    """The ``Authorization`` header that :func:`authorized` takes, for our own writes."""
+    if token is not None:
+        return {"Authorization": f"Bearer {token}"}
+    if basic is not None:
+        return {"Authorization": f"Basic {_basic(basic)}"}
+    return {}
+
+
+def _basic(user_password: str) -> str:
+    return base64.b64encode(user_password.encode()).decode()
 
 
 def challenge(token: str | None) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import signal
 import sys
@@ -15,6 +14,7 @@ import pyarrow as pa
 import typer
 
 from warehouse import cli_compare, cli_generate, cli_query
+from warehouse.auth import credentials
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import Config, load_config
 from warehouse.errors import (
@@ -408,7 +408,7 @@ def serve(
                 f"http://{loopback}:{port}",
                 target,
                 rate=demo_rate,
-                headers=_credentials(config),
+                headers=credentials(config.auth_token, config.basic_auth),
                 say=typer.echo,
             )
             traffic.start()
@@ -440,15 +440,6 @@ _DEMO_HINTS = """\
     llmwh timeseries -m p95_ttft_ms --by zone --since 3h --interval 15m
   (llmwh is .venv/bin/llmwh after `make run`; the README's "Try it" has more)
 """
-
-
-def _credentials(config: Config) -> dict[str, str]:
-    """The ``Authorization`` header the receiver wants, for writes of our own."""
-    if config.auth_token:
-        return {"Authorization": f"Bearer {config.auth_token}"}
-    if config.basic_auth:
-        return {"Authorization": "Basic " + base64.b64encode(config.basic_auth.encode()).decode()}
-    return {}
 
 
 def _host_port(listen: str) -> tuple[str, int]:

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from warehouse.auth import authorized, challenge
+from warehouse.auth import authorized, challenge, credentials
 
 BASIC = "Basic " + base64.b64encode(b"prom:pw").decode()
 
@@ -35,3 +35,12 @@ def test_credentials(header, token, basic, ok):
 def test_the_challenge_names_the_scheme_to_use():
     assert challenge("s3cret") == 'Bearer realm="llmwh"'
     assert challenge(None) == 'Basic realm="llmwh"'
+
+
+@pytest.mark.parametrize(
+    ("token", "basic"), [("s3cret", None), (None, "prom:pw"), ("s3cret", "prom:pw")]
+)
+def test_our_own_credentials_are_taken(token, basic):
+    (header,) = credentials(token, basic).values()
+    assert authorized(header, token, basic)
+    assert credentials(None, None) == {}
