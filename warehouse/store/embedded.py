@@ -89,7 +89,7 @@ def start_server(
             f"an embedded ClickHouse already serves {root} (pid {running.pid}, "
             f"http port {running.http_port}); stop it with `llmwh clickhouse stop --data {root}`"
         )
-    http_port, tcp_port = _claim_ports(http_port, tcp_port)
+    http_port, tcp_port = claim_ports((http_port, "--http-port"), (tcp_port, "--tcp-port"))
     _server_json(root).unlink(missing_ok=True)
     log_path = root / "server.log"
     with open(log_path, "ab") as log:
@@ -218,19 +218,21 @@ def _locked_by(root: Path) -> int | None:
         return None
 
 
-def _claim_ports(http_port: int, tcp_port: int) -> tuple[int, int]:
-    """Check both ports are free on the loopback address; 0 picks a free one.
+def claim_ports(*requested: tuple[int, str]) -> list[int]:
+    """Check the ports, each ``(port, flag naming it)``, are free on the loopback
+    address; 0 picks a free one.
 
-    Both probe sockets stay open until both ports are chosen, so two zeros never
-    resolve to the same port.
+    Every probe socket stays open until all ports are chosen, so zeros never resolve
+    to the same port twice.
     """
     with contextlib.ExitStack() as stack:
-        chosen = []
-        for port, flag in ((http_port, "--http-port"), (tcp_port, "--tcp-port")):
+        chosen: list[int] = []
+        flags: dict[int, str] = {}
+        for port, flag in requested:
             if not 0 <= port <= 65535:
                 raise PortInUse(f"{flag} {port} is not a TCP port (0-65535)")
-            if port and port in chosen:
-                raise PortInUse(f"--http-port and --tcp-port are both {port}; give two ports")
+            if port and port in flags:
+                raise PortInUse(f"{flags[port]} and {flag} are both {port}; give two ports")
             probe = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
@@ -240,7 +242,8 @@ def _claim_ports(http_port: int, tcp_port: int) -> tuple[int, int]:
                     f"port {port} on {HOST} is already in use; choose another with {flag} N"
                 ) from None
             chosen.append(probe.getsockname()[1])
-        return chosen[0], chosen[1]
+            flags[port] = flag
+        return chosen
 
 
 def _ping(http_port: int) -> bool:

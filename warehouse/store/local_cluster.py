@@ -10,14 +10,12 @@ records the cluster's name and shards. One replica per shard: Replicated engines
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from warehouse.errors import ConfigError, EmbeddedServerError, ServerAlreadyRunning
+from warehouse.errors import ConfigError, ServerAlreadyRunning
 from warehouse.store import embedded
 from warehouse.store._embedded_child import HOST
 from warehouse.store.url import DEFAULT_DATABASE
@@ -86,8 +84,11 @@ def start_cluster(
         raise ServerAlreadyRunning(
             f"a local cluster already runs on {root}; stop it with `llmwh clickhouse stop`"
         )
-    http_ports = _ports(http_port, shards)
-    tcp_ports = _ports(tcp_port, shards, avoid=http_ports)
+    ports = embedded.claim_ports(
+        *((http_port + k if http_port else 0, "--http-port") for k in range(shards)),
+        *((tcp_port + k if tcp_port else 0, "--tcp-port") for k in range(shards)),
+    )
+    http_ports, tcp_ports = ports[:shards], ports[shards:]
     extra = remote_servers_xml(cluster, tcp_ports)
     started: list[embedded.ServerInfo] = []
     try:
@@ -154,21 +155,3 @@ def stop_cluster(data_dir: str | Path) -> list[embedded.ServerInfo]:
         if info is not None:
             stopped.append(info)
     return stopped
-
-
-def _ports(first: int, count: int, avoid: tuple[int, ...] | list[int] = ()) -> list[int]:
-    """``count`` ports from ``first`` on, or free ones when ``first`` is 0."""
-    if first:
-        ports = list(range(first, first + count))
-        if set(ports) & set(avoid) or ports[-1] > 65535:
-            raise ConfigError(f"ports {ports[0]}-{ports[-1]} overlap or are not TCP ports")
-        return ports
-    with contextlib.ExitStack() as stack:  # held open until all are chosen: all distinct
-        probes = []
-        for _ in range(count):
-            probe = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            probe.bind((HOST, 0))
-            probes.append(probe.getsockname()[1])
-        if set(probes) & set(avoid):
-            raise EmbeddedServerError("could not find free ports for the shards; try again")
-        return probes
