@@ -33,6 +33,7 @@ from pathlib import Path
 
 from remote_write import HEADERS, SAMPLES_PER_BODY, Receiver, _build_lanes
 
+from warehouse.compare.worker import status_bytes
 from warehouse.store import open_store
 from warehouse.store.embedded import server_status
 
@@ -162,13 +163,7 @@ def _sender(port: int, lanes: list, deadline: float, queue: multiprocessing.Queu
 
 
 def _rss(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return status_bytes(str(pid), "VmRSS")
 
 
 def _buffered(port: int) -> int:

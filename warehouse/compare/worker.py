@@ -30,7 +30,7 @@ from warehouse.query.result import Result
 from warehouse.store import Store, open_store
 from warehouse.store.embedded import start_server, stop_server
 
-__all__ = ["BACKENDS", "Answer", "Job", "Outcome", "main"]
+__all__ = ["BACKENDS", "Answer", "Job", "Outcome", "main", "status_bytes"]
 
 BACKENDS = {
     "clickhouse": "ClickHouse server (HTTP)",
@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
 
 
 def _run(job: Job, progress: Callable[[str], None]) -> Outcome:
-    outcome = Outcome(job.backend, start_rss=_status_bytes("self", "VmRSS"))
+    outcome = Outcome(job.backend, start_rss=status_bytes("self", "VmRSS"))
     workdir = Path(job.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     server = None
@@ -162,9 +162,9 @@ def _run(job: Job, progress: Callable[[str], None]) -> Outcome:
             _ask(wh, job, outcome, faulty, progress, pids)
             if faulty is not None:
                 outcome.fault_hits = faulty.hits
-        outcome.peak_rss = _status_bytes("self", "VmHWM")
+        outcome.peak_rss = status_bytes("self", "VmHWM")
         if server is not None:
-            outcome.server_peak_rss = _status_bytes(str(server.pid), "VmHWM")
+            outcome.server_peak_rss = status_bytes(str(server.pid), "VmHWM")
     finally:
         if server is not None:
             stop_server(server.data_dir)
@@ -308,7 +308,7 @@ def _others_share(machine_before: float | None, ours_s: float, wall_s: float) ->
     return min(1.0, others / (wall_s * (os.cpu_count() or 1)))
 
 
-def _status_bytes(pid: str, field_name: str) -> int:
+def status_bytes(pid: str, field_name: str) -> int:
     """A ``kB`` field of ``/proc/<pid>/status`` in bytes (0 where there is no /proc)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
