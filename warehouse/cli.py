@@ -171,11 +171,18 @@ def migrate_status(
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
     shard_urls = getattr(target, "shard_urls", None) or []
-    stores = [open_store(url) for url in shard_urls] or [target]
+    if shard_urls:
+        shards = [open_store(url) for url in shard_urls]
+        try:
+            report = ClusterMigrator(shards, target.cluster, config).status()
+        finally:
+            for shard in shards:
+                shard.close()
+    else:
+        report = [(target.url, Migrator(target, config).status())]
     bad = False
-    for k, each in enumerate(stores, 1):
-        states = Migrator(each, config).status()
-        typer.echo(f"shard {k}: {each.url}" if shard_urls else f"store: {each.url}")
+    for k, (url, states) in enumerate(report, 1):
+        typer.echo(f"shard {k}: {url}" if shard_urls else f"store: {url}")
         for state in states:
             when = f"  {state.applied_at:%Y-%m-%d %H:%M:%S}" if state.applied_at else ""
             typer.echo(f"  {state.version:04d}_{state.name:<24} {state.state}{when}")

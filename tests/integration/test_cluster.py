@@ -109,6 +109,17 @@ def test_the_schema_is_on_both_shards_and_rows_are_spread_over_them(cluster, bot
     )
 
 
+def test_migrate_status_reports_every_shard(cluster):
+    _, started = cluster
+    done = subprocess.run(
+        [sys.executable, "-m", "warehouse", "migrate", "status", "--store", started.store_url()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "shard 1: " in done.stdout and "shard 2: " in done.stdout
+    assert "pending" not in done.stdout and done.stdout.count(" applied ") >= 20
+
+
 @pytest.mark.parametrize("exact", [True, None])
 def test_drill_downs_and_time_series_match_a_single_node(both, exact):
     on_cluster, single = both
