@@ -57,6 +57,9 @@ class ClusterMigrator:
         self.cluster = cluster
         self.migrators = [Migrator(store, config) for store in shards]
         self.keeper = has_keeper(shards[0]) if keeper is None else keeper
+        first = self.migrators[0]
+        # What every migration creates: a later one needs it to know what is sharded.
+        self._every_statement = [s for m in first.migrations for s in first.statements(m)]
 
     @property
     def mode(self) -> str:
@@ -73,12 +76,11 @@ class ClusterMigrator:
 
     def statements(self, migration: Migration) -> list[str]:
         first = self.migrators[0]
-        every = [s for m in first.migrations for s in first.statements(m)]
         return render_for_cluster(
             first.statements(migration),
             self.cluster,
             first.store.database,
-            context=every,
+            context=self._every_statement,
             keeper=self.keeper,
         )
 
