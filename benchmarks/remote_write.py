@@ -20,7 +20,8 @@ on the embedded ClickHouse, ``prometheus --web.enable-remote-write-receiver`` an
 ``victoria-metrics``. Connections are threads with keep-alive ``http.client``
 connections sending at full speed until ``--seconds`` pass or the bodies run out (no
 body is sent twice). Only 2xx responses count as accepted samples. For llmwh the
-script then checks that ``llmwh.samples`` holds exactly the acknowledged samples.
+script then checks that the store holds exactly the acknowledged samples: in
+``samples``, or (per-request metrics) as the values of ``request_parts`` rows.
 The ``cores`` column is the CPU each receiver used while sending (for llmwh: the
 receiver process + its embedded ClickHouse), which shows whether a receiver was bound
 by CPU or by latency.
@@ -211,6 +212,8 @@ _LLM_METRICS = (
     ("llm_request_queue_seconds", lambda: random.uniform(0.0, 0.5)),
     ("llm_request_prompt_tokens", lambda: float(random.randint(10, 8000))),
 )
+_MEASURE_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "prompt_tokens")
+"""The `request_parts` columns the metrics above fill (warehouse/ingest/llm_metrics.toml)."""
 
 
 def _dimensions(n: int) -> list[tuple[bytes, bytes]]:
@@ -343,13 +346,20 @@ def _http_ok(url: str) -> bool:
 
 
 def _stored_samples(root: Path) -> int:
+    """Samples stored: as samples, or as the values of request parts (one a measure)."""
     info = server_status(root / "data")
     if info is None:
         raise RuntimeError("the embedded ClickHouse is not running")
     store = open_store(info.store_url())
+    db = store.database
+    measures = " + ".join(f"count({column})" for column in _MEASURE_COLUMNS)
     try:
-        table = store.query_arrow(f"SELECT count() AS n FROM {store.database}.samples FINAL")
-        return int(table.column("n")[0].as_py())
+        table = store.query_arrow(
+            f"SELECT (SELECT count() FROM {db}.samples FINAL) AS samples, "
+            f"(SELECT {measures} FROM {db}.request_parts FINAL) AS parts"
+        )
+        row = table.to_pylist()[0]
+        return int(row["samples"] + row["parts"])
     finally:
         store.close()
 

@@ -72,6 +72,9 @@ class Config:
     one request must arrive within it."""
     metric_mapping: str | None = None
     """TOML file mapping per-request metric names to `requests` columns (default built in)."""
+    request_samples_as_series: bool = False
+    """Also store each per-request metric sample as a Prometheus series and sample (three
+    rows a sample instead of a share of one row a request)."""
     tenant: str | None = None
     """Read only this tenant's requests: the Python API, the CLI and the exporter are
     scoped to it, and `sql` may read only the tenant-scoped tables (unset: all)."""
@@ -137,7 +140,18 @@ _MAY_BE_ZERO = frozenset(
 )
 
 
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
 def _coerce(name: str, kind: str, value: Any) -> Any:
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise ConfigError(f"setting {name} must be true or false, got {value!r}")
     if kind == "int":
         # TOML booleans and floats are refused rather than truncated: `true` would
         # become a one-day TTL.

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
+import pyarrow.compute as pc
 import pytest
 
 from warehouse.connection import Warehouse
@@ -245,16 +246,22 @@ def test_a_shard_down_fails_writes_and_queries_loudly_and_loses_nothing(cluster,
         assert post(events, bodies[1]) == 200  # a retry after a lost answer: no change
         count = store.query_arrow("SELECT count() AS n FROM requests")["n"][0].as_py()
         assert count == 4 * 500  # every acknowledged request, once
-        # Remote write goes through the cluster too: twice the same body, its samples once.
+        # Remote write goes through the cluster too: twice the same body of per-request
+        # metrics, each request one part row per write, collapsing to one; no series.
         metrics = synthetic_requests(50, seed=7, start=now, span=timedelta(minutes=5))
         for _ in range(2):
             assert post(f"http://127.0.0.1:{port}/api/v1/write", remote_write_body(metrics),
                         "application/x-protobuf") == 204  # fmt: skip
-        samples = store.query_arrow("SELECT count() AS n FROM samples FINAL")["n"][0].as_py()
         users = metrics.num_rows - sum(metrics.column("is_probe").to_pylist())
-        assert samples >= 10 * users  # about a dozen measures a request
-        series = store.query_arrow("SELECT uniqExact(id) AS n FROM series")["n"][0].as_py()
-        assert samples == series  # one sample per per-request series: none twice
+        written = store.query_arrow("SELECT count() AS n FROM request_parts")["n"][0].as_py()
+        assert written == 2 * users  # one row a request a write, not one a sample
+        parts = store.query_arrow(
+            "SELECT count() AS n, count(ttft_ms) AS ttft FROM request_parts FINAL"
+        ).to_pylist()
+        sent = metrics.filter(pc.invert(metrics.column("is_probe")))
+        assert parts == [{"n": users, "ttft": sent.num_rows - sent.column("ttft_ms").null_count}]
+        samples = store.query_arrow("SELECT count() AS n FROM samples")["n"][0].as_py()
+        assert samples == 0
     finally:
         store.close()
         serve.terminate()

@@ -20,8 +20,17 @@
  * name (bytewise), each 8-byte half in reversed byte order as ClickHouse lays out a
  * UUID. Labels whose value is empty are dropped first.
  *
- * Returns (columns, refused): refused lists the indices of the bodies left out, and
- * columns is, every column as bytes in native byte order:
+ * Per-request metrics. Given a `requests` spec (see parse_spec), a series whose metric
+ * the mapping names and which carries the request-id label is a part of that request,
+ * not a series: its samples become parts, and the parts of one request (tenant, request
+ * id) across the whole call are pivoted into one row (see the "parts" section). Such a
+ * series is left out of the series and sample columns unless the spec keeps it, and the
+ * retention (min_timestamp) does not apply to it then. The Python reference of the
+ * pivot is warehouse/ingest/request_pivot.py; both must give the same rows.
+ *
+ * Returns (columns, refused, parts): refused lists the indices of the bodies left out,
+ * parts is None without a spec (see parts_result for its layout), and columns is,
+ * every column as bytes in native byte order:
  *   (n_series, ids[16 n], metric_offsets i32[n+1], metric_data,
  *    label_offsets i32[n+1], name_offsets i32[L+1], name_data,
  *    value_offsets i32[L+1], value_data,
@@ -305,6 +314,287 @@ static void seen_clear(Seen *t) {
     t->count = 0;
 }
 
+enum { OK = 0, FALLBACK = 1, NO_MEMORY = 2 };
+
+/* ---- per-request parts ----------------------------------------------------------------
+ *
+ * The spec names the mapped metrics (each with its target column and scale), the
+ * request-id label, the dimension labels, the error classes that make a failure a
+ * rejection, each target's largest valid value, which target is the error flag, the
+ * tenant of the call (or None: the `tenant` label's) and whether mapped series are
+ * also kept as series.
+ *
+ * A body's parts are collected apart (Scratch) and applied to the pivot only once the
+ * whole body is taken, so that a body left out leaves nothing behind. Applying a part
+ * to its request (the rules the Python reference follows too):
+ *   first_ts       the earliest sample timestamp of its parts
+ *   value[target]  the last part's (parts in call order), with a presence flag
+ *   rank           the highest: 1 for a failure (error target, value > 0), 2 when its
+ *                  error_class is a rejection
+ *   error_class    the last failing part's error_class label
+ *   labels         the labels of its series but __name__, the request id, tenant and
+ *                  error_class, merged by name: a dimension takes the last part's
+ *                  value, any other label the greatest value (bytewise), as the
+ *                  store's anyLast and maxMap merge rows
+ * A part whose value is not finite, negative or above its target's largest value
+ * (staleness markers among them) is no measurement: it is counted as dropped.
+ */
+
+typedef struct {
+    const uint8_t *s;
+    size_t n;
+} Slice;
+
+static int compare_slices(Slice a, Slice b) {
+    size_t n = a.n < b.n ? a.n : b.n;
+    int c = n ? memcmp(a.s, b.s, n) : 0;
+    if (c) return c;
+    return (a.n > b.n) - (a.n < b.n);
+}
+
+static int slice_is(Slice a, const char *text) {
+    size_t n = strlen(text);
+    return a.n == n && memcmp(a.s, text, n) == 0;
+}
+
+typedef struct {
+    Slice name;
+    int target;
+    double scale;
+} Mapped;
+
+#define MAX_TARGETS 32
+
+typedef struct {
+    Slice request_id_label, tenant;
+    int has_tenant, keep_series, n_targets, error_target;
+    double max[MAX_TARGETS];
+    Mapped *metrics;
+    size_t n_metrics;
+    Slice *dims, *rejections;
+    size_t n_dims, n_rejections;
+} Spec;
+
+typedef struct {
+    Slice name, value;
+    int dim;
+} PartLabel;
+
+typedef struct { /* a mapped series of the body being parsed */
+    Slice tenant, request_id, error_class;
+    int has_error_class, rejection;
+    size_t labels, n_labels; /* into Scratch.labels */
+} PartSeries;
+
+typedef struct {
+    size_t series; /* into Scratch.series */
+    int target;
+    double value;
+    int64_t timestamp;
+} Part;
+
+typedef struct {
+    uint64_t hash;
+    Slice tenant, request_id, error_class;
+    int has_error_class;
+    int64_t first_ts;
+    uint8_t rank;
+    size_t labels, n_labels, cap; /* into Pivot.labels */
+} Request;
+
+typedef struct {
+    Buf series, labels, parts; /* PartSeries, PartLabel, Part of the current body */
+    int64_t dropped;
+} Scratch;
+
+typedef struct {
+    Buf requests, values, present, labels, merged; /* Request, double, uint8, PartLabel x2 */
+    int64_t *slots;                                 /* request index + 1; 0 is empty */
+    size_t mask;
+    int64_t taken, dropped;
+} Pivot;
+
+static uint64_t request_hash(Slice tenant, Slice request_id) {
+    return hash_bytes(request_id.s, request_id.n) * 31 ^ hash_bytes(tenant.s, tenant.n);
+}
+
+static size_t n_requests(const Pivot *pv) { return pv->requests.len / sizeof(Request); }
+
+static int pivot_grow(Pivot *pv) {
+    size_t size = pv->slots ? 2 * (pv->mask + 1) : 1024;
+    int64_t *slots = calloc(size, sizeof *slots);
+    if (!slots) return -1;
+    const Request *requests = (const Request *)pv->requests.data;
+    for (size_t r = 0; r < n_requests(pv); r++) {
+        size_t i = (size_t)requests[r].hash & (size - 1);
+        while (slots[i]) i = (i + 1) & (size - 1);
+        slots[i] = (int64_t)r + 1;
+    }
+    free(pv->slots);
+    pv->slots = slots;
+    pv->mask = size - 1;
+    return 0;
+}
+
+/* The request of (tenant, request id), added when new; NULL when out of memory. */
+static Request *pivot_request(Pivot *pv, Slice tenant, Slice request_id, int n_targets) {
+    if (2 * (n_requests(pv) + 1) > (pv->slots ? pv->mask + 1 : 0) && pivot_grow(pv)) return NULL;
+    uint64_t hash = request_hash(tenant, request_id);
+    size_t i = (size_t)hash & pv->mask;
+    Request *requests = (Request *)pv->requests.data;
+    for (; pv->slots[i]; i = (i + 1) & pv->mask) {
+        Request *r = &requests[pv->slots[i] - 1];
+        if (r->hash == hash && compare_slices(r->tenant, tenant) == 0 &&
+            compare_slices(r->request_id, request_id) == 0)
+            return r;
+    }
+    Request fresh = {hash, tenant, request_id, {NULL, 0}, 0, INT64_MAX, 0, 0, 0, 0};
+    size_t k = (size_t)n_targets;
+    if (buf_put(&pv->requests, &fresh, sizeof fresh) || buf_reserve(&pv->values, k * 8) ||
+        buf_reserve(&pv->present, k))
+        return NULL;
+    memset(pv->values.data + pv->values.len, 0, k * 8);
+    memset(pv->present.data + pv->present.len, 0, k);
+    pv->values.len += k * 8;
+    pv->present.len += k;
+    pv->slots[i] = (int64_t)n_requests(pv);
+    return (Request *)pv->requests.data + n_requests(pv) - 1;
+}
+
+/* Merges a part's labels (sorted by name) into its request's (see the rules above). */
+static int merge_labels(Pivot *pv, Request *r, const PartLabel *in, size_t n_in) {
+    const PartLabel *have = (const PartLabel *)pv->labels.data + r->labels;
+    size_t i = 0, j = 0;
+    pv->merged.len = 0;
+    while (i < r->n_labels || j < n_in) {
+        PartLabel pick;
+        if (j == n_in) {
+            pick = have[i++];
+        } else if (i == r->n_labels) {
+            pick = in[j++];
+        } else {
+            int c = compare_slices(have[i].name, in[j].name);
+            if (c < 0) {
+                pick = have[i++];
+            } else if (c > 0) {
+                pick = in[j++];
+            } else {
+                pick = in[j].dim || compare_slices(in[j].value, have[i].value) > 0 ? in[j] : have[i];
+                i++, j++;
+            }
+        }
+        if (buf_put(&pv->merged, &pick, sizeof pick)) return NO_MEMORY;
+    }
+    size_t m = pv->merged.len / sizeof(PartLabel);
+    if (m > r->cap) { /* a new label name: the request's labels move to the arena's end */
+        size_t cap = m < 4 ? 8 : 2 * m;
+        if (buf_reserve(&pv->labels, cap * sizeof(PartLabel))) return NO_MEMORY;
+        r->labels = pv->labels.len / sizeof(PartLabel);
+        r->cap = cap;
+        pv->labels.len += cap * sizeof(PartLabel);
+    }
+    memcpy((PartLabel *)pv->labels.data + r->labels, pv->merged.data, pv->merged.len);
+    r->n_labels = m;
+    return OK;
+}
+
+/* Applies the parts of a body that was taken whole. */
+static int apply_parts(Pivot *pv, Scratch *sc, const Spec *spec) {
+    const Part *parts = (const Part *)sc->parts.data;
+    size_t n = sc->parts.len / sizeof(Part);
+    for (size_t k = 0; k < n; k++) {
+        const Part *p = &parts[k];
+        const PartSeries *s = (const PartSeries *)sc->series.data + p->series;
+        Request *r = pivot_request(pv, s->tenant, s->request_id, spec->n_targets);
+        if (!r) return NO_MEMORY;
+        size_t index = (size_t)(r - (Request *)pv->requests.data) * (size_t)spec->n_targets;
+        ((double *)pv->values.data)[index + (size_t)p->target] = p->value;
+        ((uint8_t *)pv->present.data)[index + (size_t)p->target] = 1;
+        if (p->timestamp < r->first_ts) r->first_ts = p->timestamp;
+        if (p->target == spec->error_target && p->value > 0) {
+            uint8_t rank = s->rejection ? 2 : 1;
+            if (rank > r->rank) r->rank = rank;
+            if (s->has_error_class) {
+                r->error_class = s->error_class;
+                r->has_error_class = 1;
+            }
+        }
+        const PartLabel *labels = (const PartLabel *)sc->labels.data + s->labels;
+        if (merge_labels(pv, r, labels, s->n_labels)) return NO_MEMORY;
+    }
+    pv->taken += (int64_t)n;
+    pv->dropped += sc->dropped;
+    sc->series.len = sc->labels.len = sc->parts.len = 0;
+    sc->dropped = 0;
+    return OK;
+}
+
+static void discard_parts(Scratch *sc) {
+    sc->series.len = sc->labels.len = sc->parts.len = 0;
+    sc->dropped = 0;
+}
+
+static int in_slices(Slice s, const Slice *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (compare_slices(s, list[i]) == 0) return 1;
+    return 0;
+}
+
+/* ---- the pivot's output ---------------------------------------------------------------- */
+
+#define N_PART_OUTPUTS 16
+
+typedef struct {
+    Buf tenant_offsets, tenant_data, id_offsets, id_data, first_ts, values, present, rank,
+        class_offsets, class_data, class_valid, label_offsets, name_offsets, name_data,
+        value_offsets, value_data;
+} PartColumns;
+
+static void part_outputs(PartColumns *c, Buf *list[N_PART_OUTPUTS]) {
+    Buf *all[N_PART_OUTPUTS] = {&c->tenant_offsets, &c->tenant_data,   &c->id_offsets,
+                                &c->id_data,        &c->first_ts,      &c->values,
+                                &c->present,        &c->rank,          &c->class_offsets,
+                                &c->class_data,     &c->class_valid,   &c->label_offsets,
+                                &c->name_offsets,   &c->name_data,     &c->value_offsets,
+                                &c->value_data};
+    memcpy(list, all, sizeof all);
+}
+
+static int put_string(Buf *offsets, Buf *data, Slice s) {
+    return buf_put(data, s.s, s.n) || buf_i32(offsets, (int32_t)data->len);
+}
+
+/* The pivot as columns: one row per request, in the order requests first appeared. */
+static int pivot_columns(const Pivot *pv, PartColumns *c) {
+    if (buf_i32(&c->tenant_offsets, 0) || buf_i32(&c->id_offsets, 0) ||
+        buf_i32(&c->class_offsets, 0) || buf_i32(&c->label_offsets, 0) ||
+        buf_i32(&c->name_offsets, 0) || buf_i32(&c->value_offsets, 0) ||
+        buf_put(&c->values, pv->values.data, pv->values.len) ||
+        buf_put(&c->present, pv->present.data, pv->present.len))
+        return NO_MEMORY;
+    const Request *requests = (const Request *)pv->requests.data;
+    int32_t n_labels = 0;
+    for (size_t r = 0; r < n_requests(pv); r++) {
+        const Request *q = &requests[r];
+        uint8_t valid = (uint8_t)q->has_error_class;
+        Slice none = {(const uint8_t *)"", 0};
+        if (put_string(&c->tenant_offsets, &c->tenant_data, q->tenant) ||
+            put_string(&c->id_offsets, &c->id_data, q->request_id) ||
+            buf_i64(&c->first_ts, q->first_ts) || buf_put(&c->rank, &q->rank, 1) ||
+            put_string(&c->class_offsets, &c->class_data, valid ? q->error_class : none) ||
+            buf_put(&c->class_valid, &valid, 1))
+            return NO_MEMORY;
+        const PartLabel *labels = (const PartLabel *)pv->labels.data + q->labels;
+        for (size_t i = 0; i < q->n_labels; i++)
+            if (put_string(&c->name_offsets, &c->name_data, labels[i].name) ||
+                put_string(&c->value_offsets, &c->value_data, labels[i].value))
+                return NO_MEMORY;
+        n_labels += (int32_t)q->n_labels;
+        if (buf_i32(&c->label_offsets, n_labels)) return NO_MEMORY;
+    }
+    return OK;
+}
+
 /* ---- one series ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -323,9 +613,10 @@ typedef struct {
     /* The receiver's limits, 0 for none: series per body, labels per series (with
        __name__), bytes per label name and per label value (the metric name included). */
     uint64_t max_series, max_labels, max_name_len, max_value_len;
+    const Spec *spec; /* NULL: per-request metrics are series like any other */
+    Scratch scratch;
+    Pivot pivot;
 } Out;
-
-enum { OK = 0, FALLBACK = 1, NO_MEMORY = 2 };
 
 static int compare_names(const Label *a, const Label *b) {
     size_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
@@ -335,6 +626,73 @@ static int compare_names(const Label *a, const Label *b) {
 }
 
 static int compare_labels(const void *a, const void *b) { return compare_names(a, b); }
+
+/* The index of a series' metric in the spec's mapping, or -1. */
+static int mapped_metric(const Spec *spec, const Label *metric) {
+    for (size_t i = 0; i < spec->n_metrics; i++) {
+        const Slice *name = &spec->metrics[i].name;
+        if (name->n == metric->value_len && memcmp(name->s, metric->value, name->n) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* Collects a mapped metric's series as parts of its request (into the body's scratch):
+   1 when it is one (it carries the request-id label), 0 when it is a plain series,
+   -1 when out of memory. */
+static int take_parts(Out *o, const Label *labels, size_t count, const Label *metric, int which,
+                      size_t first_sample, size_t samples) {
+    const Spec *spec = o->spec;
+    Scratch *sc = &o->scratch;
+    PartSeries ps;
+    memset(&ps, 0, sizeof ps);
+    Slice tenant_label = {(const uint8_t *)"", 0};
+    int has_id = 0;
+    size_t first_label = sc->labels.len;
+    ps.labels = first_label / sizeof(PartLabel);
+    for (size_t i = 0; i < count; i++) {
+        const Label *l = &labels[i];
+        if (l == metric) continue;
+        Slice name = {l->name, l->name_len}, value = {l->value, l->value_len};
+        int reserved = 0;
+        if (compare_slices(name, spec->request_id_label) == 0) {
+            ps.request_id = value;
+            has_id = reserved = 1;
+        }
+        if (slice_is(name, "tenant")) tenant_label = value, reserved = 1;
+        if (slice_is(name, "error_class")) {
+            ps.error_class = value;
+            ps.has_error_class = reserved = 1;
+        }
+        if (reserved) continue;
+        PartLabel part_label = {name, value, in_slices(name, spec->dims, spec->n_dims)};
+        if (buf_put(&sc->labels, &part_label, sizeof part_label)) return -1;
+    }
+    if (!has_id) {
+        sc->labels.len = first_label;
+        return 0;
+    }
+    ps.n_labels = (sc->labels.len - first_label) / sizeof(PartLabel);
+    ps.tenant = spec->has_tenant ? spec->tenant : tenant_label;
+    ps.rejection =
+        ps.has_error_class && in_slices(ps.error_class, spec->rejections, spec->n_rejections);
+    size_t index = sc->series.len / sizeof(PartSeries);
+    if (buf_put(&sc->series, &ps, sizeof ps)) return -1;
+    const Mapped *m = &spec->metrics[which];
+    double most = spec->max[m->target];
+    const int64_t *timestamps = (const int64_t *)o->timestamps.data + first_sample;
+    const double *values = (const double *)o->values.data + first_sample;
+    for (size_t k = 0; k < samples; k++) {
+        double value = values[k] * m->scale;
+        if (!(value >= 0 && value <= most)) { /* NaN (staleness), infinite, out of range */
+            sc->dropped++;
+            continue;
+        }
+        Part part = {index, m->target, value, timestamps[k]};
+        if (buf_put(&sc->parts, &part, sizeof part)) return -1;
+    }
+    return 1;
+}
 
 static int parse_label(const uint8_t *p, const uint8_t *end, Label *label) {
     label->name = label->value = (const uint8_t *)"";
@@ -396,7 +754,7 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
     int64_t index = o->n_series;
     size_t first_sample = o->owners.len / 8;
     const uint8_t *fields = NULL, *fields_end = NULL; /* the label fields, when together */
-    int together = 1;
+    int together = 1, too_old = 0;
     o->raw.len = 0;
     while (p < end) {
         const uint8_t *field_start = p;
@@ -418,7 +776,7 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
             if (wire_type != 2 || read_bytes(&p, end, &s, &n)) return FALLBACK;
             int status = parse_sample(s, s + n, &value, &timestamp);
             if (status) return status;
-            if (timestamp < min_timestamp) return FALLBACK; /* the retention drops it */
+            if (timestamp < min_timestamp) too_old = 1; /* the retention drops it */
             if (buf_i64(&o->owners, index) || buf_i64(&o->timestamps, timestamp) ||
                 buf_put(&o->values, &value, 8))
                 return NO_MEMORY;
@@ -439,7 +797,8 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
             return NO_MEMORY;
         hash = hash_bytes(fields, (size_t)(fields_end - fields));
         seen = seen_slot(&o->seen, hash, fields, (size_t)(fields_end - fields));
-        if (seen->length) {
+        if (seen->length) { /* only plain series are remembered */
+            if (too_old) return FALLBACK;
             int64_t *owners = (int64_t *)o->owners.data + first_sample;
             for (size_t k = 0; k < samples; k++) owners[k] = seen->series;
             return OK;
@@ -475,6 +834,20 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
     for (size_t i = 0; i < count; i++)
         if (labels[i].name_len == 8 && memcmp(labels[i].name, "__name__", 8) == 0) metric = &labels[i];
     if (!metric) return FALLBACK;
+
+    if (o->spec) {
+        int which = mapped_metric(o->spec, metric);
+        if (which >= 0) {
+            int taken = take_parts(o, labels, count, metric, which, first_sample, samples);
+            if (taken < 0) return NO_MEMORY;
+            if (taken && !o->spec->keep_series) { /* a part, not a series */
+                o->owners.len = o->timestamps.len = o->values.len = first_sample * 8;
+                return OK;
+            }
+            if (taken) seen = NULL; /* kept as a series too, but never remembered */
+        }
+    }
+    if (too_old) return FALLBACK;
 
     o->key.len = 0;
     if (put_key_part(&o->key, metric->value, metric->value_len)) return NO_MEMORY;
@@ -553,6 +926,124 @@ static void out_free(Out *o) {
     free(o->raw.data);
     free(o->key.data);
     free(o->seen.slots);
+    Buf *pivot[] = {&o->scratch.series, &o->scratch.labels, &o->scratch.parts,
+                    &o->pivot.requests, &o->pivot.values,   &o->pivot.present,
+                    &o->pivot.labels,   &o->pivot.merged};
+    for (size_t i = 0; i < sizeof pivot / sizeof *pivot; i++) free(pivot[i]->data);
+    free(o->pivot.slots);
+}
+
+static void spec_free(Spec *spec) {
+    PyMem_Free(spec->metrics);
+    PyMem_Free(spec->dims);
+    PyMem_Free(spec->rejections);
+}
+
+static int as_slice(PyObject *bytes, Slice *out) {
+    if (!PyBytes_Check(bytes)) {
+        PyErr_SetString(PyExc_TypeError, "requests: names must be bytes");
+        return -1;
+    }
+    out->s = (const uint8_t *)PyBytes_AS_STRING(bytes);
+    out->n = (size_t)PyBytes_GET_SIZE(bytes);
+    return 0;
+}
+
+static int as_slices(PyObject *sequence, Slice **out, size_t *n) {
+    PyObject *fast = PySequence_Fast(sequence, "requests: expected a sequence of bytes");
+    if (!fast) return -1;
+    *n = (size_t)PySequence_Fast_GET_SIZE(fast);
+    *out = PyMem_Calloc(*n + 1, sizeof(Slice));
+    int status = *out ? 0 : (PyErr_NoMemory(), -1);
+    for (size_t i = 0; i < *n && !status; i++)
+        status = as_slice(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i), &(*out)[i]);
+    Py_DECREF(fast);
+    return status;
+}
+
+/* The `requests` argument: (request_id_label, tenant or None, keep_series,
+   ((metric, target, scale), ...), dims, rejections, (largest value per target, ...),
+   error_target). Its bytes must outlive the call, which the caller's reference ensures. */
+static int parse_spec(PyObject *obj, Spec *spec) {
+    PyObject *label, *tenant, *metrics, *dims, *rejections, *maxima;
+    int keep;
+    memset(spec, 0, sizeof *spec);
+    if (!PyArg_ParseTuple(obj, "OOpOOOOi", &label, &tenant, &keep, &metrics, &dims, &rejections,
+                          &maxima, &spec->error_target))
+        return -1;
+    spec->keep_series = keep;
+    if (as_slice(label, &spec->request_id_label)) return -1;
+    if (tenant != Py_None) {
+        if (as_slice(tenant, &spec->tenant)) return -1;
+        spec->has_tenant = 1;
+    }
+    if (as_slices(dims, &spec->dims, &spec->n_dims) ||
+        as_slices(rejections, &spec->rejections, &spec->n_rejections))
+        return -1;
+    PyObject *fast = PySequence_Fast(maxima, "requests: expected a sequence of floats");
+    if (!fast) return -1;
+    Py_ssize_t n_targets = PySequence_Fast_GET_SIZE(fast);
+    if (n_targets > MAX_TARGETS) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "requests: too many targets");
+        return -1;
+    }
+    spec->n_targets = (int)n_targets;
+    for (Py_ssize_t i = 0; i < n_targets; i++)
+        spec->max[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
+    Py_DECREF(fast);
+    if (PyErr_Occurred()) return -1;
+    fast = PySequence_Fast(metrics, "requests: expected a sequence of metrics");
+    if (!fast) return -1;
+    spec->n_metrics = (size_t)PySequence_Fast_GET_SIZE(fast);
+    spec->metrics = PyMem_Calloc(spec->n_metrics + 1, sizeof(Mapped));
+    int status = spec->metrics ? 0 : (PyErr_NoMemory(), -1);
+    for (size_t i = 0; i < spec->n_metrics && !status; i++) {
+        PyObject *name;
+        Mapped *m = &spec->metrics[i];
+        status = PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i), "Oid", &name,
+                                  &m->target, &m->scale)
+                     ? as_slice(name, &m->name)
+                     : -1;
+        if (!status && (m->target < 0 || m->target >= spec->n_targets)) {
+            PyErr_SetString(PyExc_ValueError, "requests: a metric's target is out of range");
+            status = -1;
+        }
+    }
+    Py_DECREF(fast);
+    if (!status && (spec->error_target < 0 || spec->error_target >= spec->n_targets)) {
+        PyErr_SetString(PyExc_ValueError, "requests: error_target is out of range");
+        status = -1;
+    }
+    return status;
+}
+
+static PyObject *bytes_of(const Buf *b) {
+    return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
+}
+
+/* (n_requests, tenant_offsets i32[n+1], tenant_data, request_id_offsets, request_id_data,
+    first_ts i64[n], values f64[n*K], present u8[n*K], rank u8[n], error_class_offsets,
+    error_class_data, error_class_valid u8[n], label_offsets i32[n+1], name_offsets
+    i32[L+1], name_data, value_offsets i32[L+1], value_data, taken, dropped): K is the
+   number of targets; taken and dropped count the samples that became parts and those
+   that were no measurement. */
+static PyObject *parts_result(const Out *o, PartColumns *c) {
+    Buf *list[N_PART_OUTPUTS];
+    part_outputs(c, list);
+    PyObject *items = PyTuple_New(3 + N_PART_OUTPUTS);
+    if (!items) return NULL;
+    PyTuple_SET_ITEM(items, 0, PyLong_FromSize_t(n_requests(&o->pivot)));
+    for (int k = 0; k < N_PART_OUTPUTS; k++) PyTuple_SET_ITEM(items, 1 + k, bytes_of(list[k]));
+    PyTuple_SET_ITEM(items, 1 + N_PART_OUTPUTS, PyLong_FromLongLong(o->pivot.taken));
+    PyTuple_SET_ITEM(items, 2 + N_PART_OUTPUTS, PyLong_FromLongLong(o->pivot.dropped));
+    for (int k = 0; k < 3 + N_PART_OUTPUTS; k++) {
+        if (!PyTuple_GET_ITEM(items, k)) {
+            Py_DECREF(items);
+            return NULL;
+        }
+    }
+    return items;
 }
 
 typedef struct {
@@ -562,24 +1053,36 @@ typedef struct {
 
 static PyObject *columns(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *sequence;
+    PyObject *sequence, *requests = Py_None;
     long long min_timestamp;
     unsigned long long limits[4] = {0, 0, 0, 0};
-    if (!PyArg_ParseTuple(args, "OL|(KKKK)", &sequence, &min_timestamp, &limits[0], &limits[1],
-                          &limits[2], &limits[3]))
+    if (!PyArg_ParseTuple(args, "OL|(KKKK)O", &sequence, &min_timestamp, &limits[0], &limits[1],
+                          &limits[2], &limits[3], &requests))
         return NULL;
+    Spec spec;
+    memset(&spec, 0, sizeof spec);
+    if (requests != Py_None && parse_spec(requests, &spec)) {
+        spec_free(&spec);
+        return NULL;
+    }
     PyObject *fast = PySequence_Fast(sequence, "bodies must be a sequence of bytes");
-    if (!fast) return NULL;
+    if (!fast) {
+        spec_free(&spec);
+        return NULL;
+    }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
     Body *bodies = PyMem_Calloc((size_t)count + 1, sizeof(Body));
     char *refused = PyMem_Calloc((size_t)count + 1, 1);
     PyObject *result = NULL;
     Out o;
+    PartColumns part_columns;
     memset(&o, 0, sizeof o);
+    memset(&part_columns, 0, sizeof part_columns);
     o.max_series = limits[0];
     o.max_labels = limits[1];
     o.max_name_len = limits[2];
     o.max_value_len = limits[3];
+    o.spec = requests != Py_None ? &spec : NULL;
     if (!bodies || !refused) {
         PyErr_NoMemory();
         goto done;
@@ -616,10 +1119,14 @@ static PyObject *columns(PyObject *self, PyObject *args) {
             o.n_series = n_series;
             o.n_labels = n_labels;
             if (o.seen.count != seen) seen_clear(&o.seen); /* it names series rolled back */
+            discard_parts(&o.scratch);
             refused[i] = 1;
             status = OK;
+        } else if (status == OK) {
+            status = apply_parts(&o.pivot, &o.scratch, o.spec);
         }
     }
+    if (status == OK && o.spec) status = pivot_columns(&o.pivot, &part_columns);
     Py_END_ALLOW_THREADS
     if (status == NO_MEMORY) {
         PyErr_NoMemory();
@@ -637,27 +1144,35 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         }
         Py_DECREF(index);
     }
+    PyObject *parts = Py_None;
+    Py_INCREF(parts);
+    if (o.spec) {
+        Py_DECREF(parts);
+        parts = parts_result(&o, &part_columns);
+        if (!parts) {
+            Py_DECREF(left);
+            goto done;
+        }
+    }
     Buf *list[N_OUTPUTS];
     outputs(&o, list);
     PyObject *items = PyTuple_New(1 + N_OUTPUTS);
     if (!items) {
         Py_DECREF(left);
+        Py_DECREF(parts);
         goto done;
     }
     PyTuple_SET_ITEM(items, 0, PyLong_FromLongLong(o.n_series));
-    for (int k = 0; k < N_OUTPUTS; k++) {
-        const Buf *b = list[k];
-        PyTuple_SET_ITEM(items, 1 + k,
-                         PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len));
-    }
+    for (int k = 0; k < N_OUTPUTS; k++) PyTuple_SET_ITEM(items, 1 + k, bytes_of(list[k]));
     for (int k = 0; k <= N_OUTPUTS; k++) {
         if (!PyTuple_GET_ITEM(items, k)) {
             Py_DECREF(items);
             Py_DECREF(left);
+            Py_DECREF(parts);
             goto done;
         }
     }
-    result = Py_BuildValue("(NN)", items, left);
+    result = Py_BuildValue("(NNN)", items, left, parts);
 
 done:
     for (Py_ssize_t i = 0; i < count; i++)
@@ -666,14 +1181,20 @@ done:
     PyMem_Free(refused);
     Py_DECREF(fast);
     out_free(&o);
+    Buf *part_list[N_PART_OUTPUTS];
+    part_outputs(&part_columns, part_list);
+    for (int k = 0; k < N_PART_OUTPUTS; k++) free(part_list[k]->data);
+    spec_free(&spec);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS,
-     "columns(bodies, min_timestamp, limits=(0, 0, 0, 0)) -> (columns, refused)\n\n"
+     "columns(bodies, min_timestamp, limits=(0, 0, 0, 0), requests=None)\n"
+     "    -> (columns, refused, parts)\n\n"
      "Decompressed prometheus.WriteRequest bodies of float samples as one set of columns, "
-     "and the indices of the bodies left to the Python decoder (they add nothing)."},
+     "the indices of the bodies left to the Python decoder (they add nothing), and with "
+     "a requests spec the per-request parts pivoted into one row per request."},
     {NULL, NULL, 0, NULL},
 };
 

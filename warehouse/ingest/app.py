@@ -47,8 +47,9 @@ from warehouse.ingest import events, remote_write
 from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
 from warehouse.ingest.limits import WriteLimits
-from warehouse.ingest.llm_metrics import load_mapping, request_parts
+from warehouse.ingest.llm_metrics import load_mapping
 from warehouse.ingest.metrics import ReceiverMetrics
+from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
 from warehouse.store.base import Store
 
 try:  # C, like the decoder it serves (see hatch_build.py)
@@ -263,10 +264,10 @@ class Receiver:
             if outcome is None:  # written with its flush
                 await respond(send, 204)
                 return 204
-            decoded, too_old = outcome
+            decoded, too_old, pivot = outcome
         else:
             decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
-            tables, (decoded, too_old) = await asyncio.to_thread(
+            tables, (decoded, too_old, pivot) = await asyncio.to_thread(
                 lambda: self._decode(_decompress(body), decode, tenant)
             )
             self.metrics.decode_seconds.labels("/api/v1/write").observe(
@@ -279,6 +280,7 @@ class Receiver:
                 token = _body_token(tenant, body)
             await self.committer.submit(tables, dedup_token=token)
         self._count_written(decoded)
+        self._count_parts(pivot)
         headers = []
         if proto == V2_PROTO:
             headers = [
@@ -303,19 +305,22 @@ class Receiver:
 
     def _decode(
         self, raw: bytes, decode: Callable, tenant: str | None
-    ) -> tuple[dict[str, pa.Table], tuple[remote_write.DecodedWrite, int]]:
+    ) -> tuple[dict[str, pa.Table], tuple[remote_write.DecodedWrite, int, Pivot]]:
         """Decode a decompressed remote-write body in Python.
 
-        Returns the store tables (per-request samples mapped to request parts), and
-        the write less what the retention drops with how much that was.
+        Returns the store tables (per-request samples pivoted into request parts), and
+        the write less what the retention drops, how much that was, and the pivot.
         """
         decoded = decode(raw)
         self.limits.check_series(decoded.series)
-        if self.new_series is not None:
+        decoded, pivot = split_requests(
+            decoded, self.mapping, tenant, self.config.request_samples_as_series
+        )
+        if self.new_series is not None:  # per-request samples are no series
             self.new_series.charge(tenant or "", decoded.series)
-        parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant)
         decoded, too_old = self._within_retention(decoded)
-        return {**_store_tables(decoded), "request_parts": parts}, (decoded, too_old)
+        tables = {**_store_tables(decoded), "request_parts": parts_table(pivot)}
+        return tables, (decoded, too_old, pivot)
 
     @property
     def _batched_v1(self) -> bool:
@@ -331,21 +336,24 @@ class Receiver:
         cutoff = _MIN_INT64
         if self.store.capabilities.ttl:
             cutoff = int(self._retention_cutoff().timestamp() * 1000)
-        decoded, left_out = remote_write.decode_v1_batch(bodies, cutoff, self.limits.as_tuple())
+        spec = c_spec(self.mapping, tenant or None, self.config.request_samples_as_series)
+        decoded, pivot, left_out = remote_write.decode_v1_batch(
+            bodies, cutoff, self.limits.as_tuple(), spec
+        )
         if self.new_series is not None:
             try:
                 self.new_series.charge(tenant, decoded.series)
             except TooManyNewSeries:
                 return list(range(len(bodies)))  # each alone: those within the budget pass
-        if decoded.series.num_rows:
-            parts = request_parts(decoded.series, decoded.samples, self.mapping, tenant or None)
-            # Series first: no sample lands before its series.
-            series = self._written_series.to_write(decoded.series)
-            if series.num_rows:
-                self.store.insert_arrow("series", series, _REMOTE_WRITE_INSERT_SETTINGS)
-                self._written_series.remember(series)
-            self._insert_together({"samples": decoded.samples, "request_parts": parts})
-            self._count_written(decoded)
+        parts = parts_table(pivot)
+        # Series first: no sample lands before its series.
+        series = self._written_series.to_write(decoded.series)
+        if series.num_rows:
+            self.store.insert_arrow("series", series, _REMOTE_WRITE_INSERT_SETTINGS)
+            self._written_series.remember(series)
+        self._insert_together({"samples": decoded.samples, "request_parts": parts})
+        self._count_written(decoded)
+        self._count_parts(pivot)
         return left_out
 
     def _insert_together(self, tables: dict[str, pa.Table]) -> None:
@@ -381,15 +389,16 @@ class Receiver:
                 ("exemplars", decoded.exemplars),
             )
         }
-        dropped = sum(getattr(decoded, n).num_rows - t.num_rows for n, t in kept.items())
+        gone = {name: getattr(decoded, name).num_rows - t.num_rows for name, t in kept.items()}
+        dropped = sum(gone.values())
         if not dropped:
             return decoded, 0
         return replace(
             decoded,
             **kept,
-            samples_written=kept["samples"].num_rows,
-            histograms_written=kept["histograms"].num_rows,
-            exemplars_written=kept["exemplars"].num_rows,
+            samples_written=decoded.samples_written - gone["samples"],
+            histograms_written=decoded.histograms_written - gone["histograms"],
+            exemplars_written=decoded.exemplars_written - gone["exemplars"],
         ), dropped
 
     async def _events(self, scope: Scope, receive: Receive, send: Send) -> int:
@@ -471,6 +480,11 @@ class Receiver:
         self.metrics.written.labels("histograms").inc(decoded.histograms_written)
         self.metrics.written.labels("exemplars").inc(decoded.exemplars_written)
         self.metrics.written.labels("series").inc(decoded.series.num_rows)
+
+    def _count_parts(self, pivot: Pivot) -> None:
+        self.metrics.written.labels("request_samples").inc(pivot.taken)
+        self.metrics.written.labels("request_parts").inc(len(pivot.rank))
+        self.metrics.request_samples_dropped.inc(pivot.dropped)
 
 
 def _body_token(tenant: str | None, body: bytes) -> str:

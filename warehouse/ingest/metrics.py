@@ -36,6 +36,12 @@ class ReceiverMetrics:
             ["kind"],
             registry=r,
         )
+        self.request_samples_dropped = Counter(
+            "llmwh_receiver_request_samples_dropped",
+            "Samples of per-request metrics that measured nothing (NaN, as staleness "
+            "markers are; infinite; negative; too large for their column): not stored",
+            registry=r,
+        )
         self.decode_seconds = Histogram(
             "llmwh_receiver_decode_seconds",
             "Time to decompress, decode, validate and map a body",

@@ -32,6 +32,7 @@ series (hashing its id) and per histogram or exemplar, but not per float sample.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ from warehouse.ingest.remote_write_tables import (
     series_id,
     series_key,
 )
+from warehouse.ingest.request_pivot import Pivot, from_c_columns
 
 try:  # the C decoder of the common 1.0 write (see hatch_build.py); optional
     from warehouse.ingest import _v1_fast
@@ -131,26 +133,39 @@ def _counts(data: bytes, view: Any, split: Any, message: str) -> np.ndarray:
 
 
 def decode_v1_batch(
-    bodies: Sequence[bytes], min_timestamp: int, limits: tuple[int, int, int, int] = (0, 0, 0, 0)
-) -> tuple[DecodedWrite, list[int]]:
-    """Decode many 1.0 bodies in C as one write; and the indices of the bodies left out.
+    bodies: Sequence[bytes],
+    min_timestamp: int,
+    limits: tuple[int, int, int, int] = (0, 0, 0, 0),
+    requests: tuple | None = None,
+) -> tuple[DecodedWrite, Pivot | None, list[int]]:
+    """Decode many 1.0 bodies in C as one write; its request parts; the bodies left out.
 
     A body is left out whole when it holds anything but float samples, anything
     :func:`decode_v1` would refuse, a sample older than ``min_timestamp`` (Unix ms), or
     more than ``limits`` allow (:meth:`WriteLimits.as_tuple
     <warehouse.ingest.limits.WriteLimits.as_tuple>`): decode it alone with
-    :func:`decode_v1`. Needs the C decoder (:data:`FAST_V1`).
+    :func:`decode_v1`. With ``requests`` (:func:`~warehouse.ingest.request_pivot.c_spec`)
+    per-request samples are pivoted into a :class:`~warehouse.ingest.request_pivot.Pivot`
+    as :func:`~warehouse.ingest.request_pivot.split_requests` would, and the retention
+    does not apply to them. Needs the C decoder (:data:`FAST_V1`).
     """
     if _v1_fast is None:
         raise RuntimeError("the C decoder of remote write 1.0 is not built")
-    columns, left_out = _v1_fast.columns(bodies, min_timestamp, limits)
-    return from_columns(columns), left_out
+    columns, left_out, parts = _v1_fast.columns(bodies, min_timestamp, limits, requests)
+    decoded = from_columns(columns)
+    if parts is None:
+        return decoded, None, left_out
+    pivot = from_c_columns(parts)
+    keep_series = requests[2]
+    if not keep_series:  # the parts' samples are written, as parts
+        decoded = replace(decoded, samples_written=decoded.samples_written + pivot.taken)
+    return decoded, pivot, left_out
 
 
 def decode_v1(data: bytes) -> DecodedWrite:
     """Decode a ``prometheus.WriteRequest`` (Remote-Write 1.0), already decompressed."""
     if _v1_fast is not None:
-        columns, refused = _v1_fast.columns([data], _MIN_INT64)
+        columns, refused, _ = _v1_fast.columns([data], _MIN_INT64)
         if not refused:
             return from_columns(columns)
     return _decode_v1_python(data)

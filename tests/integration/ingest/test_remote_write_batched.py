@@ -21,9 +21,10 @@ from warehouse.config import Config
 from warehouse.errors import StoreUnavailable
 from warehouse.ingest import remote_write
 from warehouse.ingest.app import Receiver
-from warehouse.ingest.llm_metrics import load_mapping, request_parts
+from warehouse.ingest.llm_metrics import load_mapping
 from warehouse.ingest.proto import V1
 from warehouse.ingest.remote_write import _decode_v1_python
+from warehouse.ingest.request_pivot import parts_table, split_requests
 from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
 
@@ -142,14 +143,18 @@ def post_together(receiver: Receiver, bodies: list[bytes], tenant: str | None = 
     return asyncio.run(scenario())
 
 
-def land_python(store, bodies: list[bytes], tenant: str | None = None) -> None:
+def land_python(
+    store, bodies: list[bytes], tenant: str | None = None, keep_series: bool = False
+) -> None:
     for raw in bodies:
-        decoded = _decode_v1_python(raw)
-        store.insert_arrow("series", decoded.series)
-        store.insert_arrow("samples", decoded.samples)
-        parts = request_parts(decoded.series, decoded.samples, MAPPING, tenant)
-        if parts.num_rows:
-            store.insert_arrow("request_parts", parts)
+        decoded, pivot = split_requests(_decode_v1_python(raw), MAPPING, tenant, keep_series)
+        for name, table in (
+            ("series", decoded.series),
+            ("samples", decoded.samples),
+            ("request_parts", parts_table(pivot)),
+        ):
+            if table.num_rows:
+                store.insert_arrow(name, table)
 
 
 def rows(store, sql: str) -> list[dict]:
@@ -175,25 +180,28 @@ def batches(monkeypatch) -> list[tuple[int, list[int]]]:
     calls = []
     decode = remote_write.decode_v1_batch
 
-    def spy(bodies, min_timestamp, limits):
-        decoded, left_out = decode(bodies, min_timestamp, limits)
+    def spy(bodies, min_timestamp, limits, requests):
+        decoded, pivot, left_out = decode(bodies, min_timestamp, limits, requests)
         calls.append((len(bodies), left_out))
-        return decoded, left_out
+        return decoded, pivot, left_out
 
     monkeypatch.setattr(remote_write, "decode_v1_batch", spy)
     return calls
 
 
+@pytest.mark.parametrize("keep_series", [False, True], ids=["parts only", "parts and series"])
 @pytest.mark.parametrize("tenant", [None, "from-header"])
-def test_a_shared_flush_lands_the_rows_of_the_python_decoder(databases, batches, tenant):
+def test_a_shared_flush_lands_the_rows_of_the_python_decoder(
+    databases, batches, tenant, keep_series
+):
     batched, reference = databases
-    options = {"flush_linger_ms": 300}
+    options = {"flush_linger_ms": 300, "request_samples_as_series": keep_series}
     if tenant:
         options["tenant_header"] = "X-Scope-OrgID"
     statuses = post_together(Receiver(batched, Config(**options)), BODIES, tenant)
     assert [status for status, _ in statuses] == [204] * len(BODIES)
     assert batches == [(len(BODIES), [])]  # one flush, all of it decoded in C
-    land_python(reference, BODIES, tenant)
+    land_python(reference, BODIES, tenant, keep_series)
     for sql in (SAMPLES, SERIES, PARTS):
         assert rows(batched, sql) == rows(reference, sql)
     # Not vacuous: every kind of row is there, special floats kept bit for bit.
@@ -204,6 +212,12 @@ def test_a_shared_flush_lands_the_rows_of_the_python_decoder(databases, batches,
     assert parts[0]["tenant"] == (tenant or "acme")
     assert parts[0]["status_rank"] == 2 and parts[0]["error_class"] == "overloaded"
     assert "gpu" in parts[0]["attrs"]
+    # One row per request, not one per sample; per-request samples are series only if kept.
+    assert rows(batched, "SELECT count() AS n FROM {db}.request_parts")[0]["n"] == 2
+    per_request = rows(
+        batched, "SELECT count() AS n FROM {db}.series FINAL WHERE has(labels, 'request_id')"
+    )[0]["n"]
+    assert per_request == (5 if keep_series else 0)
 
 
 def test_bodies_left_out_of_a_flush_get_the_python_decoders_answer(databases, batches):
@@ -228,7 +242,12 @@ def test_bodies_left_out_of_a_flush_get_the_python_decoders_answer(databases, ba
     assert b"no __name__ label" in results[3][1]
     assert b"duplicate label name 'a'" in results[4][1]
     assert b"older than the samples retention" in results[5][1]
-    good = sum(len(ts.samples) for b in BODIES for ts in V1.WriteRequest.FromString(b).timeseries)
+    good = sum(  # per-request samples are parts, not samples
+        len(ts.samples)
+        for b in BODIES
+        for ts in V1.WriteRequest.FromString(b).timeseries
+        if not any(label.name == "request_id" for label in ts.labels)
+    )
     # the too-old body keeps its recent sample (a partial write), the exemplar body its sample
     assert count(store, "samples") == good + 1 + 1
     assert count(store, "exemplars") == 1
@@ -257,8 +276,8 @@ def test_a_retry_after_a_lost_answer_leaves_every_figure_as_if_written_once(data
     headers = {"content_type": "application/x-protobuf", "content_encoding": "snappy"}
     assert client.post("/api/v1/write", payload, **headers).status == 503
     assert client.post("/api/v1/write", payload, **headers).status == 204
-    assert count(store, "samples") == 5
-    assert count(store, "series") == 5
+    assert count(store, "samples") == 1  # `up`; the rest are parts of request r-1
+    assert count(store, "series") == 1
     parts = rows(store, "SELECT request_id, ttft_ms, output_tokens FROM {db}.request_parts FINAL")
     assert parts == [{"request_id": "r-1", "ttft_ms": 250.0, "output_tokens": 120}]
 

@@ -101,6 +101,41 @@ def test_three_writes_and_a_retry_make_one_request(sealing_store, client_for):
         assert total == 1
 
 
+FIVE_MEASURES = (
+    ("llm_request_ttft_seconds", 0.2),
+    ("llm_request_e2e_seconds", 4.2),
+    ("llm_request_queue_seconds", 0.01),
+    ("llm_request_prompt_tokens", 800),
+    ("llm_request_output_tokens", 201),
+)
+
+
+def count(store, table: str) -> int:
+    return store.query_arrow(f"SELECT count() AS n FROM {store.database}.{table}")["n"][0].as_py()
+
+
+@pytest.mark.parametrize("as_series", [False, True], ids=["parts only", "also series"])
+def test_a_write_of_requests_lands_one_row_a_request(migrated, client_for, as_series):
+    client = client_for(migrated, request_samples_as_series=as_series)
+    payload = body(
+        *(
+            (name, {**LABELS, "request_id": f"req-{i}"}, value)
+            for i in range(100)
+            for name, value in FIVE_MEASURES
+        )
+    )
+    response = client.post("/api/v1/write", payload, content_type="application/x-protobuf")
+    assert response.status == 204
+    assert count(migrated, "request_parts") == 100  # not 500
+    assert count(migrated, "samples") == (500 if as_series else 0)
+    assert count(migrated, "series") == (500 if as_series else 0)
+    full = migrated.query_arrow(
+        f"SELECT count() AS n FROM {migrated.database}.request_parts WHERE ttft_ms = 200 "
+        "AND e2e_ms = 4200 AND queue_ms = 10 AND prompt_tokens = 800 AND output_tokens = 201"
+    )
+    assert full["n"][0].as_py() == 100
+
+
 def test_an_error_part_makes_the_request_an_error(sealing_store, client_for):
     client = client_for(sealing_store, seal_after_seconds=1, seal_every_seconds=1)
     payload = body(

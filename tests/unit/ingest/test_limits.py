@@ -51,7 +51,7 @@ def decode_with_limits(body: bytes, limits: WriteLimits = LIMITS):
 
 def test_a_write_within_every_limit_passes_both_decoders():
     assert decode_with_limits(WITHIN).series.num_rows == 3
-    _, left_out = remote_write.decode_v1_batch([WITHIN], 0, LIMITS.as_tuple())
+    _, _, left_out = remote_write.decode_v1_batch([WITHIN], 0, LIMITS.as_tuple())
     assert left_out == []
 
 
@@ -71,7 +71,9 @@ def test_a_label_name_at_the_limit_is_taken():
 @pytest.mark.parametrize("case", [c for c in OVER if c != "name"])
 def test_the_c_decoder_leaves_a_body_over_a_limit_to_python(case):
     body, _ = OVER[case]
-    decoded, left_out = remote_write.decode_v1_batch([WITHIN, body, WITHIN], 0, LIMITS.as_tuple())
+    decoded, _, left_out = remote_write.decode_v1_batch(
+        [WITHIN, body, WITHIN], 0, LIMITS.as_tuple()
+    )
     assert left_out == [1]
     assert decoded.series.num_rows == 3  # the other two bodies, the same three series
 
@@ -80,7 +82,7 @@ def test_zero_turns_a_limit_off():
     unlimited = WriteLimits(0, 0, 0, 0)
     for body, _ in OVER.values():
         decode_with_limits(body, unlimited)
-        assert remote_write.decode_v1_batch([body], 0, unlimited.as_tuple())[1] == []
+        assert remote_write.decode_v1_batch([body], 0, unlimited.as_tuple())[2] == []
 
 
 def test_repeated_series_count_once_for_python_the_reference():

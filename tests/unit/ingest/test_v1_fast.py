@@ -39,7 +39,7 @@ T0 = 1_700_000_000_000
 
 
 def fast(*bodies: bytes, min_timestamp: int = MIN):
-    columns, refused = _v1_fast.columns(list(bodies), min_timestamp)
+    columns, refused, _ = _v1_fast.columns(list(bodies), min_timestamp)
     return from_columns(columns), refused
 
 
@@ -113,7 +113,7 @@ class TestTakenBodies:
     def test_a_series_repeated_byte_for_byte_is_one_series_of_the_call(self):
         scrape = [(("__name__", "up"), ("job", "api")), (("__name__", "rss"), ("pod", "p"))]
         bodies = [v1(*((list(s), [(T0 + k, float(k))]) for s in scrape)) for k in range(4)]
-        (n, *_), refused = _v1_fast.columns(bodies, MIN)
+        (n, *_), refused, _ = _v1_fast.columns(bodies, MIN)
         assert refused == [] and n == 2
         decoded, _ = fast(*bodies)
         assert_same(decoded, _decode_v1_python(b"".join(bodies)))

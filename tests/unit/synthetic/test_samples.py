@@ -8,8 +8,9 @@ import cramjam
 import polars as pl
 import pytest
 
-from warehouse.ingest.llm_metrics import load_mapping, request_parts
+from warehouse.ingest.llm_metrics import load_mapping
 from warehouse.ingest.remote_write import decode_v1
+from warehouse.ingest.request_pivot import parts_table, split_requests
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.samples import remote_write_body
 
@@ -25,22 +26,16 @@ def sent() -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def parts(sent) -> pl.DataFrame:
-    """The receiver's view: the body decoded and mapped to request parts, merged per request."""
+    """The receiver's view: the body decoded, its parts pivoted into one row a request."""
     body = remote_write_body(sent.to_arrow())
     write = decode_v1(bytes(cramjam.snappy.decompress_raw(body)))
-    rows = pl.from_arrow(request_parts(write.series, write.samples, load_mapping()))
-    return rows.group_by("request_id").agg(
-        pl.col("tenant", "zone", "model", "ab_group").first(),
-        pl.col("start_ts").max(),
-        pl.col("status_rank").max(),
-        pl.col("error_class").drop_nulls().first(),
-        pl.col("ttft_ms", "e2e_ms", "prompt_tokens", "cached_prompt_tokens", "http_status").max(),
-    )
+    _, pivot = split_requests(write, load_mapping(), None, keep_series=False)
+    return pl.from_arrow(parts_table(pivot))
 
 
 def test_every_user_request_arrives_and_no_probe(sent, parts):
     users = sent.filter(~pl.col("is_probe"))
-    assert sorted(parts["request_id"]) == sorted(users["request_id"])
+    assert sorted(parts["request_id"]) == sorted(users["request_id"])  # one row each
 
 
 def test_measures_dimensions_and_failures_survive_the_trip(sent, parts):
