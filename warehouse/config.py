@@ -63,13 +63,14 @@ class Config:
     """Bearer token every receiver request must carry (unset: no auth)."""
     basic_auth: str | None = None
     """USER:PASSWORD for HTTP basic auth on the receiver (unset: no auth)."""
-    seal_after_seconds: int = 30
-    """A request sent as metric parts is sealed into `requests` this long after its last part."""
+    seal_after_seconds: int = 10
+    """A request sent as metric parts is sealed into `requests` once no part of it has
+    come for this long (two of Prometheus's 5 s batch_send_deadline)."""
     seal_every_seconds: int = 5
     """How often sealing runs (ClickHouse: the refresh period of its view)."""
-    seal_window_seconds: int = 300
-    """Sealing groups the parts received this long before the newest one: the parts of
-    one request must arrive within it."""
+    seal_window_seconds: int = 60
+    """The parts of one request must arrive within this long of each other; a later one
+    is not merged into its request."""
     metric_mapping: str | None = None
     """TOML file mapping per-request metric names to `requests` columns (default built in)."""
     request_samples_as_series: bool = False

@@ -55,9 +55,11 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
             local[m.group(1)] = statement
         elif m := re.search(r"CREATE TABLE IF NOT EXISTS llmwh\.(\w+) ON CLUSTER c2", statement):
             distributed[m.group(1)] = statement
-    # Every table the migrations create (0008's staging table too, which 0010 drops),
-    # less the bookkeeping one the migrator owns.
-    assert set(local) == set(distributed) == TABLES - {"schema_migrations"} | {"remote_write_v1"}
+    # Every table the migrations create (0008's staging table too, which 0010 drops, and
+    # 0011's copy of request_parts while it is rebuilt, and what sealing remembers), less
+    # the bookkeeping one the migrator owns.
+    created = {"remote_write_v1", "request_parts_next", "sealed_requests"}
+    assert set(local) == set(distributed) == TABLES - {"schema_migrations"} | created
     # A Null table stays Null on every node: it keeps nothing to replicate.
     assert "ENGINE = `Null`" in local.pop("remote_write_v1")
     assert "remote_write_v1_local, cityHash64(id))" in distributed["remote_write_v1"]
@@ -65,6 +67,10 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
     assert drops == [
         "DROP TABLE IF EXISTS llmwh.remote_write_v1 ON CLUSTER c2",
         "DROP TABLE IF EXISTS llmwh.remote_write_v1_local ON CLUSTER c2",
+        "DROP TABLE IF EXISTS llmwh.request_parts ON CLUSTER c2",
+        "DROP TABLE IF EXISTS llmwh.request_parts_local ON CLUSTER c2",
+        "DROP TABLE IF EXISTS llmwh.request_parts_next ON CLUSTER c2",
+        "DROP TABLE IF EXISTS llmwh.request_parts_next_local ON CLUSTER c2",
     ]
     for table, statement in local.items():
         engine = re.search(
@@ -95,6 +101,7 @@ def test_materialized_views_read_and_write_local_tables(rendered, parser):
         "requests_1h_mv",
         "requests_sla_1h_mv",
         "request_parts_seal",
+        "sealed_requests_copy",
         "remote_write_v1_samples",
         "remote_write_v1_series",
         "remote_write_v1_request_parts",
@@ -112,8 +119,10 @@ def test_materialized_views_read_and_write_local_tables(rendered, parser):
     sla = views["requests_sla_1h_mv"]
     assert "TO llmwh.requests_sla_1h_local" in sla and "FROM llmwh.requests_1h_local" in sla
     # Parts and requests share the sharding key, so each shard seals its own requests.
-    assert "APPEND TO llmwh.requests_local" in seal
-    assert "FROM llmwh.request_parts_local" in seal and "FROM llmwh.requests_local" in seal
+    assert "APPEND TO llmwh.sealed_requests_local" in seal
+    assert "FROM llmwh.request_parts_local" in seal and "FROM llmwh.sealed_requests_local" in seal
+    copy = views["sealed_requests_copy"]
+    assert "TO llmwh.requests_local" in copy and "FROM llmwh.sealed_requests_local" in copy
 
 
 def test_a_table_without_sharding_key_is_refused():
