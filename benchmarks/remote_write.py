@@ -1,6 +1,6 @@
 """Replay pre-built remote-write 1.0 bodies against llmwh, Prometheus and VictoriaMetrics.
 
-    python benchmarks/remote_write.py [--seconds 20] [--connections 32]
+    python benchmarks/remote_write.py [--seconds 20] [--connections 4,32]
         [--workload low|high|both] [--receivers llmwh,prometheus,victoria-metrics]
         [--max-samples 4000000] [--json]
 
@@ -72,18 +72,19 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown receivers: {', '.join(sorted(unknown))} (known: {', '.join(RECEIVERS)})")
     workloads = ["low", "high"] if args.workload == "both" else [args.workload]
-    bodies_per_lane = max(1, args.max_samples // SAMPLES_PER_BODY // args.connections)
 
     results = []
     for workload in workloads:
-        lanes = _build_lanes(workload, args.connections, bodies_per_lane)
-        for receiver in receivers:
-            result = _run_one(receiver, workload, lanes, args.seconds)
-            results.append(result)
-            _log(
-                f"  {workload} x {receiver}: {result['samples_per_s']:,} samples/s, "
-                f"non-2xx {result['non_2xx']}"
-            )
+        for connections in args.connections:
+            bodies_per_lane = max(1, args.max_samples // SAMPLES_PER_BODY // connections)
+            lanes = _build_lanes(workload, connections, bodies_per_lane)
+            for receiver in receivers:
+                result = _run_one(receiver, workload, lanes, args.seconds)
+                results.append(result)
+                _log(
+                    f"  {workload} x {receiver} x {connections}: "
+                    f"{result['samples_per_s']:,} samples/s, non-2xx {result['non_2xx']}"
+                )
 
     if args.json:
         print(json.dumps(results, indent=2))
@@ -96,7 +97,12 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=20.0, help="send for this long at most")
     # A Prometheus that falls behind raises its shard count (one connection each) up
     # to max_shards (200 by default), so a receiver under load sees tens of them.
-    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument(
+        "--connections",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[32],
+        help="connections at once; several (4,32) run each",
+    )
     parser.add_argument("--workload", choices=["low", "high", "both"], default="both")
     parser.add_argument(
         "--receivers", default=",".join(RECEIVERS), help="comma-separated: " + ", ".join(RECEIVERS)
@@ -429,6 +435,13 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
                 # started (llmwh's embedded ClickHouse).
                 "cores": round((after[0] - before[0]) / elapsed, 2),
                 "child_cores": round((after[1] - before[1]) / elapsed, 2),
+                "cpu_s_per_million": round(
+                    (after[0] - before[0] + after[1] - before[1])
+                    / max(ok, 1)
+                    / SAMPLES_PER_BODY
+                    * 1e6,
+                    1,
+                ),
             }
             if name == "llmwh":
                 result["stored_samples"] = _stored_samples(receiver.root)
@@ -467,12 +480,12 @@ def _is_2xx(status: int | str) -> bool:
 
 def _print_table(results: list[dict], args: argparse.Namespace) -> None:
     print(
-        f"\nremote write 1.0, {SAMPLES_PER_BODY} samples/body, {args.connections} connections, "
+        f"\nremote write 1.0, {SAMPLES_PER_BODY} samples/body, "
         f"up to {args.seconds:g}s or {args.max_samples:,} samples, {os.cpu_count()} cores"
     )
     header = (
-        f"{'workload':<9} {'receiver':<17} {'samples/s':>10} {'accepted':>11} "
-        f"{'seconds':>8} {'non-2xx':>8} {'cores':>11}  {'llmwh stored'}"
+        f"{'workload':<9} {'conns':>5} {'receiver':<17} {'samples/s':>10} {'accepted':>11} "
+        f"{'seconds':>8} {'non-2xx':>8} {'cores':>11} {'CPU-s/M':>8}  {'llmwh stored'}"
     )
     print(header)
     print("-" * len(header))
@@ -487,16 +500,25 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
         if r["child_cores"]:
             cores += f"+{r['child_cores']:.2f}"
         print(
-            f"{r['workload']:<9} {r['receiver']:<17} {r['samples_per_s']:>10,} "
-            f"{r['accepted_samples']:>11,} {r['seconds']:>8.2f} "
-            f"{sum(r['non_2xx'].values()):>8} {cores:>11}  {check}"
+            f"{r['workload']:<9} {r['connections']:>5} {r['receiver']:<17} "
+            f"{r['samples_per_s']:>10,} {r['accepted_samples']:>11,} {r['seconds']:>8.2f} "
+            f"{sum(r['non_2xx'].values()):>8} {cores:>11} {r['cpu_s_per_million']:>8}  {check}"
         )
-    for workload in dict.fromkeys(r["workload"] for r in results):
-        rates = {r["receiver"]: r["samples_per_s"] for r in results if r["workload"] == workload}
+    runs = dict.fromkeys((r["workload"], r["connections"]) for r in results)
+    for workload, connections in runs:
+        rates = {
+            r["receiver"]: r["samples_per_s"]
+            for r in results
+            if (r["workload"], r["connections"]) == (workload, connections)
+        }
         for peer in ("prometheus", "victoria-metrics"):
             if "llmwh" in rates and rates.get(peer):
-                print(f"{workload}: llmwh / {peer} = {rates['llmwh'] / rates[peer]:.2f}x")
+                print(
+                    f"{workload}, {connections} connections: llmwh / {peer} = "
+                    f"{rates['llmwh'] / rates[peer]:.2f}x"
+                )
     print("cores: CPU used while sending, receiver process + the processes it started")
+    print("CPU-s/M: CPU seconds (all of a receiver's processes) per million samples accepted")
     for r in results:
         if r["non_2xx"]:
             print(f"{r['workload']} x {r['receiver']} non-2xx: {r['non_2xx']}")

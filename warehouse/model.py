@@ -25,6 +25,7 @@ __all__ = [
     "STATUSES",
     "TOKEN_COLUMNS",
     "bucket_bounds",
+    "fold_histogram",
     "histogram_quantiles",
     "histogram_share_below",
     "latency_bucket",
@@ -60,10 +61,11 @@ ROLLUP_DIMENSIONS = (
     "request_type",
     "is_probe",
 )
-"""The dimensions kept by the per-minute and per-hour rollups."""
+"""The dimensions kept by the hourly rollup (`requests_1h`), every one a rollup keeps."""
 
 SLA_ROLLUP_DIMENSIONS = ("tenant", "service", "model", "region", "is_probe")
-"""The dimensions kept by the hourly SLA rollup, the narrowest (and fastest) one."""
+"""The dimensions kept by the minute rollup (`requests_1m`) and the hourly SLA rollup
+(`requests_sla_1h`): those SLAs are written against."""
 
 LATENCY_COLUMNS = ("queue_ms", "ttft_ms", "e2e_ms", "tpot_ms", "itl_p99_ms")
 ROLLUP_LATENCIES = ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")
@@ -144,6 +146,33 @@ def histogram_share_below(histogram: dict[int, int], threshold_ms: float) -> flo
         elif low < threshold_ms:
             below += count * (threshold_ms - low) / (high - low)
     return below / total
+
+
+def fold_histogram(
+    offsets: np.ndarray, keys: np.ndarray, counts: np.ndarray, ok_only: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bucket histograms from rollup histograms, whose keys are ``bucket * 2 + ok``.
+
+    The histograms come flattened as Arrow lays out a column of maps (keys sorted in
+    each). Returns ``(offsets, buckets, counts)`` of histograms over buckets alone: of
+    every request, or with ``ok_only`` of successful ones.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    keys = np.asarray(keys, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.float64)
+    owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    if ok_only:
+        kept = keys % 2 == 1
+        keys, counts, owner = keys[kept], counts[kept], owner[kept]
+    buckets = keys // 2
+    # Keys are sorted within each histogram, so a bucket's two keys are neighbours.
+    first = np.ones(len(buckets), bool)
+    first[1:] = (buckets[1:] != buckets[:-1]) | (owner[1:] != owner[:-1])
+    starts = np.flatnonzero(first)
+    summed = np.add.reduceat(counts, starts) if len(starts) else counts[:0]
+    folded = np.zeros(len(offsets), np.int64)
+    np.cumsum(np.bincount(owner[starts], minlength=len(offsets) - 1), out=folded[1:])
+    return folded, buckets[starts], summed
 
 
 def histogram_quantiles(

@@ -37,13 +37,15 @@ from warehouse.model import (  # noqa: E402
     DIMENSIONS,
     SLA_ROLLUP_DIMENSIONS,
 )
+from warehouse.query.registry import histogram_quantile_sql  # noqa: E402
 
 DASHBOARD_DIR = ROOT / "dashboards"
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "llmwh-clickhouse"}
 SCHEMA_VERSION = 39
 TAGS = ["llmwh", "llm-sla"]
 
-# Dimensions each table keeps (the rollups keep fewer than raw `requests`).
+# Dimensions each table keeps (the rollups keep fewer than raw `requests`): the minute
+# rollup and the hourly SLA rollup keep SLA_DIMS, the hourly rollup ROLLUP_DIMS.
 SLA_DIMS = tuple(d for d in SLA_ROLLUP_DIMENSIONS if d != "is_probe")
 ROLLUP_DIMS = ("tenant", "service", "model", "model_version", "region", "zone", "ab_group")
 RAW_DIMS = DIMENSIONS
@@ -193,7 +195,8 @@ def heatmap_sql(column: str, bands_ms: tuple[int, ...], where: str) -> str:
 
     Bucket k >= 1 holds [MIN * G^(k-1), MIN * G^k): a bucket goes to the first band whose
     upper bound its upper edge does not pass, so band edges are exact to one 2%-wide
-    bucket. Columns are named by their upper bound (Grafana's heatmap reads them "le").
+    bucket. The histogram's keys are bucket * 2 + ok. Columns are named by their upper
+    bound (Grafana's heatmap reads them "le").
     """
     edges = [
         math.floor(math.log(b / BUCKET_MIN_MS) / math.log(BUCKET_GROWTH) + 1e-9) for b in bands_ms
@@ -202,10 +205,11 @@ def heatmap_sql(column: str, bands_ms: tuple[int, ...], where: str) -> str:
     low = -1
     for bound, key in zip(bands_ms, edges, strict=True):
         columns.append(
-            f"arraySum(mapValues(mapFilter((k, c) -> k > {low} AND k <= {key}, h))) AS `{bound}`"
+            "arraySum(mapValues(mapFilter((k, c) -> intDiv(k, 2) > "
+            f"{low} AND intDiv(k, 2) <= {key}, h))) AS `{bound}`"
         )
         low = key
-    columns.append(f"arraySum(mapValues(mapFilter((k, c) -> k > {low}, h))) AS `+Inf`")
+    columns.append(f"arraySum(mapValues(mapFilter((k, c) -> intDiv(k, 2) > {low}, h))) AS `+Inf`")
     body = ",\n  ".join(columns)
     return f"""
 SELECT time,
@@ -296,14 +300,14 @@ def sla_overview() -> dict[str, Any]:
             "SELECT model, region, sum(requests) AS count,\n"
             "  sum(errors) / nullIf(sum(requests), 0) AS error_rate,\n"
             "  sum(rejections) / nullIf(sum(requests), 0) AS rejection_rate,\n"
-            "  quantileTDigestMerge(0.95)(ttft_ms_tdigest) AS p95_ttft_ms,\n"
-            "  quantileTDigestMerge(0.95)(tpot_ms_tdigest) AS p95_tpot_ms,\n"
-            "  quantileTDigestMerge(0.95)(e2e_ms_tdigest) AS p95_e2e_ms,\n"
+            f"  {histogram_quantile_sql('ttft_ms', '0.95')} AS p95_ttft_ms,\n"
+            f"  {histogram_quantile_sql('tpot_ms', '0.95')} AS p95_tpot_ms,\n"
+            f"  {histogram_quantile_sql('e2e_ms', '0.95')} AS p95_e2e_ms,\n"
             "  sum(cached_prompt_tokens_sum) / nullIf(sum(prompt_tokens_sum), 0) AS kv_hit_ratio\n"
             f"FROM requests_sla_1h\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}\n"
             "GROUP BY model, region\nORDER BY count DESC",
             (0, 13, 24, 9),
-            description="Hourly SLA rollup; percentiles from t-digest states (rank error ~1%).",
+            description="Hourly SLA rollup; percentiles from its 2%-wide latency buckets.",
         ),
     ]
     return dashboard(
@@ -316,7 +320,7 @@ def sla_overview() -> dict[str, Any]:
 
 
 def latency() -> dict[str, Any]:
-    dims = ("tenant", "service", "model", "region", "zone", "ab_group")
+    dims = SLA_DIMS  # what the minute rollup keeps; the drill-down has every dimension
     where = filters(dims)
 
     def percentile(column: str, title: str, grid: tuple[int, int, int, int]) -> dict:
@@ -324,13 +328,14 @@ def latency() -> dict[str, Any]:
             "timeseries",
             title,
             f"SELECT $__timeInterval(ts) AS time, model, region,\n"
-            f"  quantileTDigestMerge($quantile)({column}_tdigest) AS {column}\n"
+            f"  {histogram_quantile_sql(column, '$quantile')} AS {column}\n"
             f"FROM requests_1m\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}\n"
             "GROUP BY time, model, region\nORDER BY time",
             grid,
             unit="ms",
             interval="1m",
-            description="Per model and region, from the minute rollup's t-digest states.",
+            description="Per model and region, from the minute rollup's 2%-wide latency "
+            "buckets.",
         )
 
     heat = {"calculate": False, "rowsFrame": {"layout": "le"}, "yAxis": {"unit": "ms"}}
@@ -575,8 +580,8 @@ def ab_comparison() -> dict[str, Any]:
             "timeseries",
             "TTFT p$quantile by arm",
             "SELECT $__timeInterval(ts) AS time, ab_group,\n"
-            "  quantileTDigestMerge($quantile)(ttft_ms_tdigest) AS ttft_ms\n"
-            f"FROM requests_1m\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}\n"
+            "  quantileExactInclusive($quantile)(ttft_ms) AS ttft_ms\n"
+            f"{raw}\n"
             "GROUP BY time, ab_group\nORDER BY time",
             (12, 0, 12, 8),
             unit="ms",

@@ -39,8 +39,8 @@ def parser(chdb_path):
 def test_every_rendered_statement_is_accepted_by_clickhouse_parser(rendered, parser):
     for statement in rendered:
         formatted = parser(statement)
-        # SYSTEM ... VIEW takes no ON CLUSTER, and a backfill INSERT goes through the
-        # Distributed tables; every other statement runs on the whole cluster.
+        # SYSTEM ... VIEW takes no ON CLUSTER, and each shard runs a backfill INSERT over
+        # its own local tables; every other statement runs on the whole cluster.
         if not formatted.startswith(("SYSTEM", "INSERT")):
             assert "ON CLUSTER c2" in formatted
 
@@ -71,6 +71,11 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
         "DROP TABLE IF EXISTS llmwh.request_parts_local ON CLUSTER c2",
         "DROP TABLE IF EXISTS llmwh.request_parts_next ON CLUSTER c2",
         "DROP TABLE IF EXISTS llmwh.request_parts_next_local ON CLUSTER c2",
+        *(
+            f"DROP TABLE IF EXISTS llmwh.{table}{suffix} ON CLUSTER c2"
+            for table in ("requests_sla_1h", "requests_1h", "requests_1m")
+            for suffix in ("", "_local")
+        ),
     ]
     for table, statement in local.items():
         engine = re.search(
@@ -82,7 +87,7 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
     assert "ReplicatedReplacingMergeTree(" in local["metric_metadata"]
     assert local["metric_metadata"].split("ENGINE = ")[1].split(")")[0].endswith("updated_at")
     assert "ReplicatedAggregatingMergeTree(" in local["requests_1m"]
-    assert "AS llmwh.requests_1m_local" in local["requests_1h"]
+    assert "AS llmwh.requests_1m_local" in local["requests_sla_1h"]
     assert (
         "Distributed(c2, llmwh, requests_local, cityHash64(request_id))" in distributed["requests"]
     )
@@ -115,9 +120,12 @@ def test_materialized_views_read_and_write_local_tables(rendered, parser):
         views["request_parts_seal"],
     )
     assert "TO llmwh.requests_1m_local" in minute and "FROM llmwh.requests_local" in minute
-    assert "TO llmwh.requests_1h_local" in hour and "FROM llmwh.requests_1m_local" in hour
+    assert "TO llmwh.requests_1h_local" in hour and "FROM llmwh.requests_local" in hour
     sla = views["requests_sla_1h_mv"]
-    assert "TO llmwh.requests_sla_1h_local" in sla and "FROM llmwh.requests_1h_local" in sla
+    assert "TO llmwh.requests_sla_1h_local" in sla and "FROM llmwh.requests_1m_local" in sla
+    # A backfill reads and fills each shard's own local tables.
+    backfills = [s for s in map(parser, rendered) if s.startswith("INSERT")]
+    assert backfills and all("_local" in s and " llmwh.requests " not in s for s in backfills)
     # Parts and requests share the sharding key, so each shard seals its own requests.
     assert "APPEND TO llmwh.sealed_requests_local" in seal
     assert "FROM llmwh.request_parts_local" in seal and "FROM llmwh.sealed_requests_local" in seal

@@ -51,7 +51,7 @@ HISTOGRAM_PERCENTILE_ERROR = (
 _ROLLUPS = (
     ("requests_sla_1h", timedelta(hours=1), SLA_ROLLUP_DIMENSIONS),
     ("requests_1h", timedelta(hours=1), ROLLUP_DIMENSIONS),
-    ("requests_1m", timedelta(minutes=1), ROLLUP_DIMENSIONS),
+    ("requests_1m", timedelta(minutes=1), SLA_ROLLUP_DIMENSIONS),
 )
 """The rollups, narrowest first: a question is answered by the first that covers it."""
 
@@ -315,6 +315,9 @@ def _plan(
                 "histogram" if has_percentiles else "none",
                 "histogram" if has_attainment else "none",
             )
+    if question.range.aligned_to(timedelta(minutes=1)) and not used <= set(SLA_ROLLUP_DIMENSIONS):
+        hourly = ", ".join(sorted(used - set(SLA_ROLLUP_DIMENSIONS)))
+        return raw(f"{hourly} is kept per hour only, and the range or buckets are not whole hours")
     return raw("the range or the buckets do not align to whole minutes")
 
 

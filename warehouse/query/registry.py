@@ -36,6 +36,7 @@ __all__ = [
     "dimension",
     "dimension_names",
     "good_count",
+    "histogram_quantile_sql",
     "measure",
     "measure_names",
 ]
@@ -181,7 +182,7 @@ def measure(name: str) -> Measure:
     if name.startswith("avg_") and name[4:] in LATENCY_COLUMNS:
         column = name[4:]
         rollup = (
-            _ratio(f"sum({column}_sum)", f"sum({column}_count)")
+            _ratio(f"sum({column}_sum)", f"sum(arraySum(mapValues({column}_hist)))")
             if column in ROLLUP_LATENCIES
             else None
         )
@@ -232,12 +233,34 @@ def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
     if len(thresholds) != 1 or next(iter(thresholds)) not in ROLLUP_LATENCIES:
         return None
     [(column, limit)] = thresholds.items()
-    low = f"if(k = 0, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, k - 1))"
-    high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, k)"
+    # Histogram keys are bucket * 2 + ok: odd keys are successful requests' buckets.
+    low = f"if(k < 2, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, intDiv(k, 2) - 1))"
+    high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, intDiv(k, 2))"
     share = f"least(1., greatest(0., ({limit} - {low}) / ({high} - {low})))"
-    histogram = f"sumMap({column}_ok_hist)"
-    buckets = f"mapKeys({histogram}), mapValues({histogram})"
-    below = f"arraySum(arrayMap((k, c) -> c * {share}, {buckets}))"
+    histogram = f"sumMap({column}_hist)"
+    entries = f"mapKeys({histogram}), mapValues({histogram})"
+    below = f"arraySum(arrayMap((k, c) -> c * (k % 2) * {share}, {entries}))"
     if column != "tpot_ms":
         return below
-    return f"({ok} - arraySum(mapValues({histogram})) + {below})"
+    with_value = f"arraySum(arrayMap((k, c) -> c * (k % 2), {entries}))"
+    return f"({ok} - {with_value} + {below})"
+
+
+def histogram_quantile_sql(column: str, level: str) -> str:
+    """ClickHouse SQL of the ``level`` quantile of a latency over a group of rollup rows,
+    read from their histograms as :func:`warehouse.model.histogram_quantiles` reads them
+    (the same bucket, the same interpolation inside it), for SQL written without the
+    query layer (the Grafana dashboards). ``level`` is SQL: a number or a variable."""
+    merged = (
+        f"sumMap(arrayMap(k -> intDiv(k, 2), mapKeys({column}_hist)), mapValues({column}_hist))"
+    )
+    bucket, count = "h.1[i]", "h.2[i]"
+    low = f"if({bucket} = 0, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, {bucket} - 1))"
+    high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, {bucket})"
+    within = f"least(1., greatest(0., (rank - (cum[i] - {count}) + 0.5) / {count}))"
+    value = f"if(i = 0, nan, {low} + {within} * ({high} - {low}))"
+    at = f"arrayMap(i -> {value}, [arrayFirstIndex(c -> c > floor(rank), cum)])[1]"
+    ranked = (
+        f"arrayMap((cum, rank) -> {at}, [arrayCumSum(h.2)], [({level}) * (arraySum(h.2) - 1)])[1]"
+    )
+    return f"arrayMap(h -> {ranked}, [{merged}])[1]"

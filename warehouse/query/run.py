@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from warehouse.model import histogram_quantiles
+from warehouse.model import fold_histogram, histogram_quantiles
 from warehouse.query.builder import Compiled, Question, compile_question
 from warehouse.query.result import Result, normalize
 from warehouse.store.base import Store
@@ -55,12 +55,12 @@ def _read_histograms(table: pa.Table, compiled: Compiled) -> pa.Table:
     for column in dict.fromkeys(hist for _, hist, _ in compiled.histograms):
         asked = [(name, level) for name, hist, level in compiled.histograms if hist == column]
         maps = table.column(column).combine_chunks()
-        values = histogram_quantiles(
+        offsets, buckets, counts = fold_histogram(
             maps.offsets.to_numpy(),
             maps.keys.to_numpy(zero_copy_only=False),
             maps.items.to_numpy(zero_copy_only=False),
-            [level for _, level in asked],
         )
+        values = histogram_quantiles(offsets, buckets, counts, [level for _, level in asked])
         for index, (name, _) in enumerate(asked):
             read[name] = pa.array(values[:, index], pa.float64(), from_pandas=True)
     return pa.table(

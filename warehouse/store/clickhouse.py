@@ -103,6 +103,9 @@ class ClickHouseStore:
             # Acknowledged means committed on the shard that owns each row: the insert
             # returns once every shard has its part (else it fails, naming the shard).
             settings = {**(settings or {}), "distributed_foreground_insert": 1}
+        # The rollups filled from one table are independent views: fill them side by
+        # side rather than one after the other (see migrations/clickhouse/0012).
+        settings = {"parallel_view_processing": 1, **(settings or {})}
         client, settings = self._route(settings)
         with _translated_errors():
             client.insert_arrow(table, data, database=self.database, settings=settings)

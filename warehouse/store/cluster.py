@@ -9,6 +9,11 @@ For cluster ``c`` every MergeTree table ``db.t`` becomes
   splits inserts between shards by the key named in the file's ``-- sharding_key:``
   line and answers queries over all of them.
 
+A data statement (``INSERT ... SELECT``, a backfill) reads and writes the local tables:
+each shard fills its own rows from its own, since every sharded table here is split by
+a key that keeps what a backfill combines on one shard (a request and its parts by
+request id; a rollup row and the requests it sums by tenant, service and model).
+
 A Null table (an insert target whose views do the work) becomes a Null ``t_local``
 on every node behind the same Distributed ``t``: an insert reaches the shard that
 owns each row, and that shard's views fill its local tables.
@@ -82,8 +87,8 @@ def is_per_node(statement: str) -> bool:
 
 
 def is_insert_select(statement: str) -> bool:
-    """A data statement: through the Distributed tables it reaches every shard at once,
-    so a node-by-node migration runs it on one node only."""
+    """A data statement (a backfill): rendered for the local tables, each shard runs it
+    over its own rows."""
     return bool(_INSERT_SELECT.match(_strip_comments(statement)))
 
 
@@ -127,8 +132,8 @@ def _render(
         return [f"{verb} {db}.{n}{on}" for n in names]
     if match := _SYSTEM_VIEW.match(body):  # takes no ON CLUSTER: each node stops its own
         return [body]
-    if match := _INSERT_SELECT.match(body):  # through the Distributed tables: every shard
-        return [body]
+    if match := _INSERT_SELECT.match(body):  # a backfill: each shard of its own rows
+        return [_localize(body, database, sharded)]
     head = " ".join(body.split()[:4])
     raise MigrationError(f"cannot render this statement for a cluster: {head} ...")
 

@@ -8,13 +8,13 @@ over them, materialized views on the local tables. Two modes:
   once (ClickHouse carries it to every node);
 - without it (as here): each node runs the statements itself, one replica per shard.
 
-Either way a data statement (``INSERT ... SELECT`` through the Distributed tables)
-runs once, and only for a migration no shard has yet (a shard that catches up later
-gets the schema, not the data again); ``SYSTEM STOP/START VIEW`` runs on every node;
-every shard records the migration in its own ``schema_migrations``. As on one node, a
-migration that fails after its data statement and before it is recorded would run
-that statement again: the data statements are backfills of new rollups, so look
-before re-running one.
+Either way a data statement (``INSERT ... SELECT``, a backfill) runs on each shard that
+lacks the migration, over that shard's own local tables: a shard that catches up later
+backfills its own rows, and no shard's data is copied twice. ``SYSTEM STOP/START VIEW``
+runs on every node; every shard records the migration in its own
+``schema_migrations``. As on one node, a migration that fails after its data statement
+and before it is recorded would run that statement again: the data statements are
+backfills of new tables, so look before re-running one.
 """
 
 from __future__ import annotations
@@ -96,10 +96,7 @@ class ClusterMigrator:
                 continue
             for number, statement in enumerate(self.statements(migration), start=1):
                 if is_insert_select(statement):
-                    # Through the Distributed tables it fills every shard: only for a
-                    # migration no shard has yet. A shard added later, or one that
-                    # missed it, gets the schema and not a second copy of the data.
-                    targets = where[:1] if len(where) == len(self.shards) else []
+                    targets = where  # each shard backfills its own rows (local tables)
                 elif self.keeper and not is_per_node(statement):
                     targets = where[:1]  # ON CLUSTER carries it to every node
                 else:

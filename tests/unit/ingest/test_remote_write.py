@@ -16,7 +16,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pytest
-from payloads import v1
+from payloads import Symbols, v1, v2
 
 from warehouse.errors import IngestError
 from warehouse.ingest.proto import V1, V2
@@ -40,33 +40,6 @@ T0 = 1_700_000_000_000
 
 def bits(values) -> list[int]:
     return np.asarray(values, np.float64).view(np.uint64).tolist()
-
-
-class Symbols:
-    """Builds a 2.0 symbols table."""
-
-    def __init__(self):
-        self.table = [""]
-
-    def ref(self, text: str) -> int:
-        if text not in self.table:
-            self.table.append(text)
-        return self.table.index(text)
-
-    def refs(self, labels) -> list[int]:
-        return [r for name, value in labels for r in (self.ref(name), self.ref(value))]
-
-
-def v2(*series, symbols: Symbols | None = None) -> bytes:
-    symbols = symbols or Symbols()
-    request = V2.Request()
-    for labels, samples in series:
-        ts = request.timeseries.add()
-        ts.labels_refs.extend(symbols.refs(labels))
-        for timestamp, value in samples:
-            ts.samples.add(timestamp=timestamp, value=value)
-    request.symbols.extend(symbols.table)
-    return request.SerializeToString()
 
 
 def as_dicts(table: pa.Table) -> list[dict]:
