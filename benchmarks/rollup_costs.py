@@ -60,9 +60,17 @@ def main() -> None:
         _print(result)
 
 
+_STORES: dict[str, object] = {}
+
+
 def _store(path: Path, keep_views: list[str] | None = None):
-    """A fresh migrated store; with ``keep_views``, the other rollup views dropped."""
-    store = open_store(f"chdb://{path}")
+    """A fresh migrated database; with ``keep_views``, the other rollup views dropped.
+    (ClickHouse in-process takes one data directory per process: each configuration
+    gets the database anew in it.)"""
+    store = _STORES.get("store")
+    if store is None:
+        store = _STORES["store"] = open_store(f"chdb://{path.parent / 'chdb'}")
+    store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
     Migrator(store).up()
     if keep_views is not None:
         for views in ROLLUPS.values():
@@ -89,7 +97,6 @@ def _rows_per_request(path: Path, batches, n: int) -> list[dict]:
                 f"FROM {store.database}.requests"
             )["n"][0].as_py()
             out.append({"grain": grain, "dimensions": name, "per_request": rows / n})
-    store.close()
     return out
 
 
@@ -126,7 +133,6 @@ def _insert_rates(root: Path, batches, n: int) -> list[dict]:
                 "largest_columns": columns,
             }
         )
-        store.close()
     return out
 
 

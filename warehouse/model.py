@@ -149,21 +149,18 @@ def histogram_share_below(histogram: dict[int, int], threshold_ms: float) -> flo
 
 
 def fold_histogram(
-    offsets: np.ndarray, keys: np.ndarray, counts: np.ndarray, ok_only: bool = False
+    offsets: np.ndarray, keys: np.ndarray, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bucket histograms from rollup histograms, whose keys are ``bucket * 2 + ok``.
+    """Bucket histograms of every request from rollup histograms, whose keys are
+    ``bucket * 2 + ok`` (successful requests on the odd keys).
 
     The histograms come flattened as Arrow lays out a column of maps (keys sorted in
-    each). Returns ``(offsets, buckets, counts)`` of histograms over buckets alone: of
-    every request, or with ``ok_only`` of successful ones.
+    each). Returns ``(offsets, buckets, counts)`` of histograms over buckets alone.
     """
     offsets = np.asarray(offsets, dtype=np.int64)
     keys = np.asarray(keys, dtype=np.int64)
     counts = np.asarray(counts, dtype=np.float64)
     owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-    if ok_only:
-        kept = keys % 2 == 1
-        keys, counts, owner = keys[kept], counts[kept], owner[kept]
     buckets = keys // 2
     # Keys are sorted within each histogram, so a bucket's two keys are neighbours.
     first = np.ones(len(buckets), bool)
