@@ -100,12 +100,14 @@ class Watcher(threading.Thread):
                 self.errors.add(f"{type(exc).__name__}: {exc}"[:200])
                 continue
             for row in view:
-                if row["t"] and row["ms"] is not None:
+                now = time.monotonic()
+                if row["t"] and row["ms"] is not None and row["t"] not in self.refreshes:
                     self.refreshes[row["t"]] = row["ms"] / 1000
+                    self.running_since = None  # a refresh ended: the next one is new
                 if row["exception"]:
                     self.errors.add(row["exception"][:200])
-                now = time.monotonic()
                 if row["status"] == "Running":
+                    # A refresh still running: how long so far (it has no duration yet).
                     self.running_since = self.running_since or now
                     self.longest_running = max(self.longest_running, now - self.running_since)
                 else:

@@ -82,8 +82,12 @@ class FlushStats:
 class GroupCommitter:
     """Batches concurrent writes into shared inserts on ``store``.
 
-    ``linger`` is how long the flusher waits for more writes once one arrives (a few
-    milliseconds buy much larger inserts under load); ``max_flush_bytes`` caps one
+    ``linger`` is how long the flusher waits at most for more writes once one arrives (a
+    few milliseconds buy much larger inserts under load). It waits only while a write
+    it holds (:meth:`hold`) is still being read or decoded: when every write held is
+    already waiting or being written, more waiting would only add latency (four
+    senders, each with one write in flight, would each wait the whole linger). Without
+    :meth:`hold` it cannot tell, and waits the linger. ``max_flush_bytes`` caps one
     flush and ``concurrency`` is how many flushes may run at once. ``on_flush`` is
     called after every flush; ``insert_bodies`` writes the data of a group of
     :class:`Body` and returns the indices of those it left to ``Body.decode``.
@@ -110,8 +114,12 @@ class GroupCommitter:
         self.buffered_bytes = 0
         self.in_flight_bytes = 0
         """Bytes of writes held by :meth:`hold`: arriving, being decoded or committed."""
+        self.held_writes = 0
+        """Writes held by :meth:`hold`."""
+        self._flushing_writes = 0
         self._queue: list[_Pending] = []
         self._wakeup = asyncio.Event()
+        self._arrived = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closing = False
 
@@ -164,10 +172,13 @@ class GroupCommitter:
                 "(buffer_bytes) in writes being decoded or committed; retry after a moment"
             )
         self.in_flight_bytes += nbytes
+        self.held_writes += bool(nbytes)
         try:
             yield
         finally:
             self.in_flight_bytes -= nbytes
+            self.held_writes -= bool(nbytes)
+            self._arrived.set()
 
     async def _enqueue(
         self,
@@ -188,6 +199,7 @@ class GroupCommitter:
         self.buffered_bytes += nbytes
         self._queue.append(pending)
         self._wakeup.set()
+        self._arrived.set()
         return await asyncio.shield(pending.done)
 
     async def _run(self) -> None:
@@ -202,18 +214,36 @@ class GroupCommitter:
 
         while True:
             await self._wakeup.wait()
-            if self.linger and not self._closing:
-                await asyncio.sleep(self.linger)
+            await self._linger()
             self._wakeup.clear()
             while self._queue:
                 await slots.acquire()
-                task = asyncio.create_task(self._flush(self._take_batch()))
+                batch = self._take_batch()
+                self._flushing_writes += len(batch)
+                task = asyncio.create_task(self._flush(batch))
                 flushing.add(task)
                 task.add_done_callback(finished)
             if self._closing:
                 await asyncio.gather(*flushing)
                 if not self._queue:
                     return
+
+    async def _linger(self) -> None:
+        """Wait up to ``linger`` for the writes held but not yet submitted."""
+        if not self.linger or self._closing:
+            return
+        if not self.held_writes:  # no way to tell whether more are coming
+            await asyncio.sleep(self.linger)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.linger
+        while self.held_writes > len(self._queue) + self._flushing_writes and not self._closing:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), remaining)
 
     def _take_batch(self) -> list[_Pending]:
         """Writes from the head of the queue, within ``max_flush_bytes``."""
@@ -235,6 +265,7 @@ class GroupCommitter:
             )
         finally:
             self.buffered_bytes -= nbytes
+            self._flushing_writes -= len(batch)
         for pending in batch:
             if pending.done.done():
                 continue

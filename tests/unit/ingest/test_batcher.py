@@ -219,3 +219,56 @@ def test_an_unreachable_store_fails_the_group_without_decoding_it(store):
     [result] = asyncio.run(run(committer, committer.submit_body(body)))
     assert isinstance(result, StoreUnavailable)
     assert count(store) == 0
+
+
+def test_no_linger_once_every_write_held_is_waiting(store):
+    """Four senders with one write in flight each: their flush does not wait the linger."""
+    flushes = []
+    committer = GroupCommitter(store, linger=5.0, on_flush=flushes.append)
+
+    async def write(k: int):
+        with committer.hold(100):
+            await committer.submit({"metric_metadata": metadata_rows(f"s{k}")})
+
+    async def scenario():
+        await committer.start()
+        started = asyncio.get_running_loop().time()
+        await asyncio.gather(*(write(k) for k in range(4)))
+        waited = asyncio.get_running_loop().time() - started
+        await committer.close()
+        return waited
+
+    waited = asyncio.run(scenario())
+    assert waited < 2.5  # far below the 5 s linger
+    assert count(store) == 4 and sum(f.writes for f in flushes) == 4
+
+
+def test_a_write_still_being_decoded_is_waited_for(store):
+    """A held write not yet submitted keeps the flush open (up to the linger): both
+    writes share one flush."""
+    flushes = []
+    committer = GroupCommitter(store, linger=5.0, on_flush=flushes.append)
+
+    async def scenario():
+        await committer.start()
+        decoded = asyncio.Event()
+
+        async def slow():
+            with committer.hold(100):
+                await decoded.wait()  # still being decoded
+                await committer.submit({"metric_metadata": metadata_rows("slow")})
+
+        async def fast():
+            with committer.hold(100):
+                await committer.submit({"metric_metadata": metadata_rows("fast")})
+
+        slow_task = asyncio.create_task(slow())
+        await asyncio.sleep(0)  # slow() holds its write
+        fast_task = asyncio.create_task(fast())
+        await asyncio.sleep(0.2)
+        decoded.set()
+        await asyncio.gather(slow_task, fast_task)
+        await committer.close()
+
+    asyncio.run(scenario())
+    assert [f.writes for f in flushes] == [2]
