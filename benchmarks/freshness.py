@@ -69,9 +69,11 @@ def main() -> None:
             wh = connect(server_status(receiver.root / "data").store_url())
             base = f"http://127.0.0.1:{receiver.port}"
             kinds = {
-                "events": lambda tag: _event(base, wh, tag),
-                "plain samples": lambda tag: _plain_sample(base, wh, tag),
-                "per-request remote write": lambda tag: _request_as_samples(base, wh, tag),
+                "events": lambda tag, timeout: _event(base, wh, tag, timeout),
+                "plain samples": lambda tag, timeout: _plain_sample(base, wh, tag, timeout),
+                "per-request remote write": lambda tag, timeout: _request_as_samples(
+                    base, wh, tag, timeout
+                ),
             }
             result = {}
             for kind, measure in kinds.items():
