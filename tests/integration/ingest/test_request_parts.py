@@ -11,7 +11,7 @@ import pytest
 
 from warehouse.config import Config
 from warehouse.ingest.llm_metrics import PARTS_SCHEMA
-from warehouse.ingest.proto import V1
+from warehouse.ingest.proto import V1, V2
 from warehouse.store.migrations import Migrator
 
 SEALING = Config(seal_after_seconds=1, seal_every_seconds=1)
@@ -154,6 +154,33 @@ def test_a_write_of_requests_lands_one_row_a_request(migrated, client_for, as_se
         "AND e2e_ms = 4200 AND queue_ms = 10 AND prompt_tokens = 800 AND output_tokens = 201"
     )
     assert full["n"][0].as_py() == 100
+
+
+def test_a_2_0_write_of_requests_lands_as_the_1_0_write_does(migrated, client_for):
+    """Remote write 2.0 (symbols, decoded in Python) lands one row a request too, and
+    says in its header that every sample was written."""
+    client = client_for(migrated)
+    request = V2.Request(symbols=[""])
+
+    def ref(text: str) -> int:
+        if text not in request.symbols:
+            request.symbols.append(text)
+        return list(request.symbols).index(text)
+
+    for i in range(20):
+        for name, value in FIVE_MEASURES:
+            labels = sorted({"__name__": name, **LABELS, "request_id": f"v2-{i}"}.items())
+            series = request.timeseries.add(labels_refs=[ref(x) for kv in labels for x in kv])
+            series.samples.add(value=value, timestamp=NOW_MS)
+    payload = bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
+    response = client.post(
+        "/api/v1/write",
+        payload,
+        content_type="application/x-protobuf;proto=io.prometheus.write.v2.Request",
+    )
+    assert response.status == 204
+    assert response.headers["x-prometheus-remote-write-samples-written"] == "100"
+    assert (count(migrated, "request_parts"), count(migrated, "series")) == (20, 0)
 
 
 def test_an_error_part_makes_the_request_an_error(sealing_store, client_for):
