@@ -63,8 +63,10 @@ __all__ = [
     "Parsed",
     "assemble",
     "from_columns",
+    "label_map_array",
     "series_id",
     "series_key",
+    "string_array",
 ]
 
 _TS = pa.timestamp("ms", tz="UTC")
@@ -306,19 +308,9 @@ def from_columns(columns: tuple) -> DecodedWrite:
     """
     (n, ids, metric_offsets, metric_data, label_offsets, name_offsets, name_data,
      value_offsets, value_data, owner, timestamps, values) = columns  # fmt: skip
-    n_labels = len(name_offsets) // 4 - 1
-
-    def strings(length: int, offsets: bytes, data: bytes) -> pa.Array:
-        return pa.Array.from_buffers(
-            pa.string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-        )
-
-    metric = strings(n, metric_offsets, metric_data)
-    label_maps = pa.MapArray.from_arrays(
-        pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(label_offsets)]),
-        strings(n_labels, name_offsets, name_data),
-        strings(n_labels, value_offsets, value_data),
-        type=_LABELS,
+    metric = string_array(n, metric_offsets, metric_data)
+    label_maps = label_map_array(
+        n, label_offsets, name_offsets, name_data, value_offsets, value_data
     )
     no_labels = pa.array([], pa.string())
     parsed = Parsed(
@@ -334,6 +326,32 @@ def from_columns(columns: tuple) -> DecodedWrite:
         metadata=_NO_METADATA,
     )
     return _tables(parsed, np.frombuffer(ids, np.uint8).reshape(-1, 16), metric, label_maps)
+
+
+def string_array(length: int, offsets: bytes, data: bytes) -> pa.Array:
+    """A string array over the C decoder's buffers: ``length + 1`` int32 offsets, data."""
+    return pa.Array.from_buffers(
+        pa.string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def label_map_array(
+    n: int,
+    offsets: bytes,
+    name_offsets: bytes,
+    name_data: bytes,
+    value_offsets: bytes,
+    value_data: bytes,
+) -> pa.MapArray:
+    """``n`` label maps over the C decoder's buffers: int32 offsets into the labels, and
+    the labels' names and values as :func:`string_array` takes them."""
+    n_labels = len(name_offsets) // 4 - 1
+    return pa.MapArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(offsets)]),
+        string_array(n_labels, name_offsets, name_data),
+        string_array(n_labels, value_offsets, value_data),
+        type=_LABELS,
+    )
 
 
 def _tables(p: Parsed, ids: np.ndarray, metric: pa.Array, label_maps: pa.Array) -> DecodedWrite:

@@ -45,10 +45,11 @@ from warehouse.ingest.llm_metrics import (
     MEASURES,
     PARTS_SCHEMA,
     REJECTION_CLASSES,
+    RESERVED_LABELS,
     MetricMapping,
     label_values,
 )
-from warehouse.ingest.remote_write_tables import DecodedWrite
+from warehouse.ingest.remote_write_tables import DecodedWrite, label_map_array, string_array
 
 __all__ = ["TARGETS", "Pivot", "c_spec", "from_c_columns", "parts_table", "split_requests"]
 
@@ -72,7 +73,7 @@ _LARGEST = {
     },
 }
 """The largest value each target takes; a part above it measures nothing."""
-_RESERVED = ("tenant", "error_class")
+_RESERVED = tuple(sorted(RESERVED_LABELS))
 _ERROR = TARGETS.index("error")
 
 
@@ -121,11 +122,10 @@ def from_c_columns(columns: tuple) -> Pivot:
     (n, tenant_offsets, tenant_data, id_offsets, id_data, first_ts, values, present, rank,
      class_offsets, class_data, class_valid, label_offsets, name_offsets, name_data,
      value_offsets, value_data, taken, dropped) = columns  # fmt: skip
-    n_labels = len(name_offsets) // 4 - 1
     valid = pa.py_buffer(np.packbits(np.frombuffer(class_valid, np.uint8), bitorder="little"))
     return Pivot(
-        tenant=_strings(n, tenant_offsets, tenant_data),
-        request_id=_strings(n, id_offsets, id_data),
+        tenant=string_array(n, tenant_offsets, tenant_data),
+        request_id=string_array(n, id_offsets, id_data),
         first_ts=np.frombuffer(first_ts, np.int64),
         values=np.frombuffer(values, np.float64).reshape(n, len(TARGETS)),
         present=np.frombuffer(present, np.uint8).reshape(n, len(TARGETS)).astype(bool),
@@ -133,11 +133,8 @@ def from_c_columns(columns: tuple) -> Pivot:
         error_class=pa.Array.from_buffers(
             pa.string(), n, [valid, pa.py_buffer(class_offsets), pa.py_buffer(class_data)]
         ),
-        labels=pa.MapArray.from_arrays(
-            pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(label_offsets)]),
-            _strings(n_labels, name_offsets, name_data),
-            _strings(n_labels, value_offsets, value_data),
-            type=_LABELS,
+        labels=label_map_array(
+            n, label_offsets, name_offsets, name_data, value_offsets, value_data
         ),
         taken=taken,
         dropped=dropped,
@@ -336,12 +333,6 @@ def _without(labels: pa.MapArray, names: tuple[str, ...]) -> pa.MapArray:
     mask = pa.array(keep)
     return pa.MapArray.from_arrays(
         pa.array(new_offsets), keys.filter(mask), items.filter(mask), type=_LABELS
-    )
-
-
-def _strings(length: int, offsets: bytes, data: bytes) -> pa.Array:
-    return pa.Array.from_buffers(
-        pa.string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
 
 
