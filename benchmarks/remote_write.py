@@ -33,6 +33,7 @@ import argparse
 import http.client
 import json
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -262,9 +263,19 @@ def _high_lanes(connections: int, bodies_per_lane: int) -> list[list[bytes]]:
 
 
 def _build_lanes(workload: str, connections: int, bodies_per_lane: int) -> list[list[bytes]]:
+    """The bodies each connection sends; kept in ``$LLMWH_BENCH_BODIES`` (a directory)
+    when set, since building millions of samples takes minutes."""
     started = time.perf_counter()
     build = _low_lanes if workload == "low" else _high_lanes
-    lanes = build(connections, bodies_per_lane)
+    cache = os.environ.get("LLMWH_BENCH_BODIES")
+    path = Path(cache or ".") / f"{workload}-{connections}x{bodies_per_lane}.pickle"
+    if cache and path.exists():
+        lanes = pickle.loads(path.read_bytes())
+    else:
+        lanes = build(connections, bodies_per_lane)
+        if cache:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(pickle.dumps(lanes, protocol=pickle.HIGHEST_PROTOCOL))
     bodies = sum(len(lane) for lane in lanes)
     size = sum(len(b) for lane in lanes for b in lane)
     _log(
@@ -377,22 +388,29 @@ _TALLY_LOCK = threading.Lock()
 
 
 def _send_lane(port: int, lane: list[bytes], deadline: float, tally: Counter) -> None:
-    """Send the lane's bodies in order on one keep-alive connection until the deadline."""
+    """Send the lane's bodies in order on one keep-alive connection until the deadline;
+    a body refused with 429 is sent again after its Retry-After."""
     statuses: Counter = Counter()
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         for body in lane:
-            if time.monotonic() >= deadline:
-                break
-            try:
-                connection.request("POST", "/api/v1/write", body=body, headers=HEADERS)
-                response = connection.getresponse()
-                response.read()
+            while time.monotonic() < deadline:
+                try:
+                    connection.request("POST", "/api/v1/write", body=body, headers=HEADERS)
+                    response = connection.getresponse()
+                    response.read()
+                except (OSError, http.client.HTTPException) as exc:
+                    statuses[f"error: {type(exc).__name__}"] += 1
+                    connection.close()
+                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                    break
                 statuses[response.status] += 1
-            except (OSError, http.client.HTTPException) as exc:
-                statuses[f"error: {type(exc).__name__}"] += 1
-                connection.close()
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                if response.status != 429:
+                    break
+                # As Prometheus does (retry_on_http_429): the same body after Retry-After.
+                time.sleep(float(response.getheader("retry-after") or 1))
+            else:
+                break
     finally:
         connection.close()
     with _TALLY_LOCK:

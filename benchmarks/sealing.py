@@ -16,7 +16,10 @@ be in ``requests`` and prints:
 * how long after the last write the last acknowledged request was sealed, against
   the promise ``seal_after_seconds + 2 x seal_every_seconds``;
 * the longest refresh of the sealing view, against ``seal_every_seconds``;
-* the most active parts seen (bounded parts counts: merges keep up).
+* the most active parts seen (bounded parts counts: merges keep up);
+* the rows a refresh reads and writes (median; ``system.view_refreshes``).
+
+Set ``LLMWH_BENCH_BODIES`` to a directory to keep the built bodies for the next run.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ class Watcher(threading.Thread):
         self.running_since: float | None = None
         self.longest_running = 0.0
         self.max_parts = {"requests": 0, "request_parts": 0}
+        self.read_rows: dict[str, int] = {}  # refresh start -> rows read
+        self.written_rows: dict[str, int] = {}
         self.errors: set[str] = set()
         self.stopping = threading.Event()
 
@@ -89,7 +94,9 @@ class Watcher(threading.Thread):
             try:
                 view = self.store.query_arrow(
                     "SELECT status, toString(last_success_time) AS t, last_success_duration_ms "
-                    f"AS ms, exception FROM system.view_refreshes WHERE database = '{db}' "
+                    "AS ms, exception, toString(last_refresh_time) AS started, read_rows, "
+                    "written_rows "
+                    f"FROM system.view_refreshes WHERE database = '{db}' "
                     "AND view = 'request_parts_seal'"
                 ).to_pylist()
                 parts = self.store.query_arrow(
@@ -106,6 +113,12 @@ class Watcher(threading.Thread):
                     self.running_since = None  # a refresh ended: the next one is new
                 if row["exception"]:
                     self.errors.add(row["exception"][:200])
+                if row["started"]:  # rows of the refresh running or last run
+                    key = row["started"]
+                    self.read_rows[key] = max(self.read_rows.get(key, 0), row["read_rows"] or 0)
+                    self.written_rows[key] = max(
+                        self.written_rows.get(key, 0), row["written_rows"] or 0
+                    )
                 if row["status"] == "Running":
                     # A refresh still running: how long so far (it has no duration yet).
                     self.running_since = self.running_since or now
@@ -170,9 +183,15 @@ def _run(receiver: Receiver, lanes: list[list[bytes]], args: argparse.Namespace)
         "refresh_max_s": round(longest, 2),
         "seal_every_s": args.seal_every,
         "max_active_parts": watcher.max_parts,
+        "refresh_read_rows_p50": _median(list(watcher.read_rows.values())),
+        "refresh_written_rows_p50": _median(list(watcher.written_rows.values())),
         "errors": sorted(watcher.errors),
         "kept_up": kept_up,
     }
+
+
+def _median(values: list[int]) -> int:
+    return sorted(values)[len(values) // 2] if values else 0
 
 
 def _print(r: dict) -> None:
@@ -192,6 +211,10 @@ def _print(r: dict) -> None:
         f"{r['refresh_max_s']}s (seal_every_seconds: {r['seal_every_s']}s)"
     )
     print(f"most active parts: {r['max_active_parts']}")
+    print(
+        f"a refresh (median): read {r['refresh_read_rows_p50']:,} rows, wrote "
+        f"{r['refresh_written_rows_p50']:,} (system.view_refreshes)"
+    )
     for error in r["errors"]:
         print(f"error seen: {error}")
     print("KEPT UP" if r["kept_up"] else "DID NOT KEEP UP")

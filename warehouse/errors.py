@@ -19,6 +19,7 @@ __all__ = [
     "PayloadTooLarge",
     "PortInUse",
     "QueryError",
+    "SealingBehind",
     "ServerAlreadyRunning",
     "StoreError",
     "StoreUnavailable",
@@ -98,6 +99,14 @@ class BufferFull(IngestError):
     """The ingest buffer is at its byte bound; retry later (HTTP 429)."""
 
     http_status = 429
+
+
+class SealingBehind(BufferFull):
+    """Sealing trails the per-request metrics already written; retry later (HTTP 429)."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class EmbeddedServerError(WarehouseError):

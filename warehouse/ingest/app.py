@@ -39,6 +39,7 @@ from warehouse.errors import (
     BufferFull,
     ConfigError,
     IngestError,
+    SealingBehind,
     StoreError,
     StoreUnavailable,
     UnsupportedMediaType,
@@ -50,6 +51,7 @@ from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.llm_metrics import load_mapping
 from warehouse.ingest.metrics import ReceiverMetrics
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
+from warehouse.ingest.sealing import SealingLag, lag_limit
 from warehouse.store.base import Store
 
 try:  # C, like the decoder it serves (see hatch_build.py)
@@ -73,6 +75,7 @@ NDJSON_TYPES = {
 }
 ARROW_STREAM_TYPES = {"application/vnd.apache.arrow.stream"}
 RETRY_AFTER_SECONDS = 1
+_SEALING_POLL_SECONDS = 0.5
 
 
 class Receiver:
@@ -94,6 +97,12 @@ class Receiver:
             )
         self._sealer: asyncio.Task | None = None
         self._stopping = asyncio.Event()
+        self._sealing = SealingLag(
+            lag_limit(self.config.seal_after_seconds, self.config.seal_every_seconds)
+        )
+        self.metrics.sealing_lag_seconds.set_function(self._sealing.seconds)
+        self._sealing_watch: asyncio.Task | None = None
+        self._request_label = self.mapping.request_id_label.encode()
         self.committer = GroupCommitter(
             store,
             max_buffer_bytes=self.config.buffer_bytes,
@@ -136,13 +145,21 @@ class Receiver:
     async def start(self) -> None:
         """Start the group committer, and the sealer where the store has no scheduled views."""
         await self.committer.start()
-        if not self.store.capabilities.scheduled_views:
+        if self.store.capabilities.scheduled_views:
+            self._sealing_watch = asyncio.create_task(
+                self._watch_sealing(), name="llmwh-sealing-watch"
+            )
+        else:
             self._sealer = asyncio.create_task(self._seal_forever(), name="llmwh-sealer")
 
     async def stop(self) -> None:
         """Flush every acknowledged write, then stop."""
         await self.committer.close()
         self._inserts.shutdown()
+        if self._sealing_watch is not None:
+            self._sealing_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sealing_watch
         if self._sealer is not None:
             # Not cancelled: a seal running in its thread would go on using the store
             # after stop() returned (and the store was closed). It ends at its next turn.
@@ -152,10 +169,39 @@ class Receiver:
     async def seal(self) -> None:
         """Move requests whose parts are complete into `requests` (idempotent)."""
         db = self.store.database
+        started = time.time()
         await asyncio.to_thread(
             self.store.command,
             f"INSERT INTO {db}.requests BY NAME SELECT * FROM {db}.request_parts_sealable",
         )
+        self._sealing.sealed(started - self.config.seal_after_seconds)
+
+    async def _watch_sealing(self) -> None:
+        """Follow how far the store's sealing view got, while parts wait to be sealed."""
+        query = f"SELECT max(last_received) AS t FROM {self.store.database}.sealed_requests"
+        while True:
+            await asyncio.sleep(_SEALING_POLL_SECONDS)
+            if not self._sealing.waiting:
+                continue
+            try:
+                through = await asyncio.to_thread(self.store.query_arrow, query)
+            except Exception as exc:  # the next poll retries; meanwhile the lag grows
+                log.warning("could not read how far sealing got: %s", exc)
+                continue
+            at = through.column("t")[0].as_py()
+            if at is not None:
+                self._sealing.sealed(at.replace(tzinfo=at.tzinfo or UTC).timestamp())
+
+    def _refuse_while_sealing_behind(self, raw: bytes) -> None:
+        """429 for a body that may carry per-request metrics while sealing lags.
+
+        A body without the request-id label's name anywhere in it carries none."""
+        if self._sealing.behind() and self._request_label in raw:
+            raise SealingBehind(
+                f"sealing of per-request metrics is {self._sealing.seconds():.0f}s behind "
+                f"the parts written (limit {self._sealing.limit:g}s): retry later",
+                retry_after=RETRY_AFTER_SECONDS,
+            )
 
     async def _seal_forever(self) -> None:
         while True:
@@ -258,6 +304,8 @@ class Receiver:
             self.metrics.decode_seconds.labels("/api/v1/write").observe(
                 time.perf_counter() - started
             )
+            self._refuse_while_sealing_behind(raw)
+            written_at = time.time()
             outcome = await self.committer.submit_body(
                 Body(raw, tenant or "", partial(self._decode, raw, remote_write.decode_v1, tenant))
             )
@@ -267,6 +315,7 @@ class Receiver:
             decoded, too_old, pivot = outcome
         else:
             decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
+            written_at = time.time()
             tables, (decoded, too_old, pivot) = await asyncio.to_thread(
                 lambda: self._decode(_decompress(body), decode, tenant)
             )
@@ -280,7 +329,7 @@ class Receiver:
                 token = _body_token(tenant, body)
             await self.committer.submit(tables, dedup_token=token)
         self._count_written(decoded)
-        self._count_parts(pivot)
+        self._count_parts(pivot, written_at)
         headers = []
         if proto == V2_PROTO:
             headers = [
@@ -311,6 +360,7 @@ class Receiver:
         Returns the store tables (per-request samples pivoted into request parts), and
         the write less what the retention drops, how much that was, and the pivot.
         """
+        self._refuse_while_sealing_behind(raw)
         decoded = decode(raw)
         self.limits.check_series(decoded.series)
         decoded, pivot = split_requests(
@@ -333,6 +383,7 @@ class Receiver:
 
     def _insert_v1_batch(self, tenant: str, bodies: list[bytes]) -> list[int]:
         """One flush of 1.0 bodies decoded in C as one write; returns the bodies left out."""
+        written_at = time.time()
         cutoff = _MIN_INT64
         if self.store.capabilities.ttl:
             cutoff = int(self._retention_cutoff().timestamp() * 1000)
@@ -353,7 +404,7 @@ class Receiver:
             self._written_series.remember(series)
         self._insert_together({"samples": decoded.samples, "request_parts": parts})
         self._count_written(decoded)
-        self._count_parts(pivot)
+        self._count_parts(pivot, written_at)
         return left_out
 
     def _insert_together(self, tables: dict[str, pa.Table]) -> None:
@@ -481,7 +532,10 @@ class Receiver:
         self.metrics.written.labels("exemplars").inc(decoded.exemplars_written)
         self.metrics.written.labels("series").inc(decoded.series.num_rows)
 
-    def _count_parts(self, pivot: Pivot) -> None:
+    def _count_parts(self, pivot: Pivot, written_at: float) -> None:
+        """Count a committed pivot; ``written_at`` is no later than its ``received``."""
+        if len(pivot.rank):
+            self._sealing.wrote(written_at)
         self.metrics.written.labels("request_samples").inc(pivot.taken)
         self.metrics.written.labels("request_parts").inc(len(pivot.rank))
         self.metrics.request_samples_dropped.inc(pivot.dropped)

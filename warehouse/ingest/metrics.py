@@ -67,6 +67,13 @@ class ReceiverMetrics:
         self.buffer_bytes = Gauge(
             "llmwh_receiver_buffer_bytes", "Bytes waiting for or in a flush", registry=r
         )
+        self.sealing_lag_seconds = Gauge(
+            "llmwh_receiver_sealing_lag_seconds",
+            "How long the oldest request part this receiver wrote has waited to be sealed; "
+            "past seal_after_seconds + 1.5 x seal_every_seconds, writes of per-request "
+            "metrics are refused with 429",
+            registry=r,
+        )
         self.buffer_limit_bytes = Gauge(
             "llmwh_receiver_buffer_limit_bytes", "Byte bound of the ingest buffer", registry=r
         )

@@ -3,6 +3,7 @@ and a retried write changes no figure."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import cramjam
@@ -267,3 +268,82 @@ def test_after_an_outage_the_parts_written_before_it_are_still_sealed(store, cli
     client = client_for(store, seal_after_seconds=1, seal_every_seconds=1)
     rows = sealed_rows(store, client, expected=2)
     assert [r["request_id"] for r in rows] == ["also", "before-outage"]
+
+
+def test_per_request_writes_wait_while_sealing_lags(sealing_store, client_for):
+    """While the oldest part written has waited more than seal_after + 1.5 x seal_every
+    to be sealed, writes of per-request metrics get 429 with Retry-After and nothing of
+    them lands; plain series still land; once sealing catches up, writes are taken
+    again and every acknowledged request is sealed, once."""
+    store = sealing_store
+    client = client_for(store, seal_after_seconds=1, seal_every_seconds=1)  # limit 2.5 s
+    sent = iter(range(1_000_000))
+
+    def requests_write() -> tuple[str, int]:
+        request_id = f"req-{next(sent)}"
+        labels = {**LABELS, "request_id": request_id}
+        payload = body(*((name, labels, value) for name, value in FIVE_MEASURES))
+        return request_id, client.post(
+            "/api/v1/write", payload, content_type="application/x-protobuf"
+        ).status
+
+    def run_loop(seconds: float) -> None:  # the receiver's background tasks run meanwhile
+        client.loop.run_until_complete(asyncio.sleep(seconds))
+
+    pause_sealing(store, client)
+    acknowledged = []
+    deadline = time.monotonic() + 30
+    while True:
+        request_id, status = requests_write()
+        if status == 429:
+            break
+        assert status == 204
+        acknowledged.append(request_id)
+        assert time.monotonic() < deadline, "per-request writes were never refused"
+        run_loop(0.2)
+    assert len(acknowledged) >= 2  # refused only once the first part had waited 2.5 s
+    parts_before = count(store, "request_parts")
+    refused = client.post(
+        "/api/v1/write",
+        body(*((n, LABELS, v) for n, v in FIVE_MEASURES)),
+        content_type="application/x-protobuf",
+    )
+    assert refused.status == 429 and refused.headers["retry-after"] == "1"
+    assert "sealing" in refused.text
+    assert count(store, "request_parts") == parts_before  # nothing of a refused write
+    plain = body(("node_load1", {"instance": "gpu-node-1"}, 1.5))
+    assert client.post("/api/v1/write", plain, content_type="application/x-protobuf").status == 204
+    lag = client.get("/metrics").text
+    assert "llmwh_receiver_sealing_lag_seconds" in lag
+
+    resume_sealing(store, client)
+    deadline = time.monotonic() + 30
+    while True:
+        request_id, status = requests_write()
+        if status == 204:
+            acknowledged.append(request_id)
+            break
+        assert status == 429
+        assert time.monotonic() < deadline, "per-request writes were refused after sealing resumed"
+        run_loop(0.3)
+    rows = sealed_rows(store, client, expected=len(acknowledged))
+    assert sorted(r["request_id"] for r in rows) == sorted(acknowledged)
+
+
+def pause_sealing(store, client) -> None:
+    """Sealing stops as if it were very slow: the view's refreshes, or the receiver's runs."""
+    if store.capabilities.scheduled_views:
+        store.command(f"SYSTEM STOP VIEW {store.database}.request_parts_seal")
+    else:
+        client.app.seal = _no_seal
+
+
+def resume_sealing(store, client) -> None:
+    if store.capabilities.scheduled_views:
+        store.command(f"SYSTEM START VIEW {store.database}.request_parts_seal")
+    else:
+        del client.app.seal
+
+
+async def _no_seal() -> None:
+    return None

@@ -1,0 +1,63 @@
+"""The receiver's view of how far sealing trails the parts it wrote."""
+
+from __future__ import annotations
+
+from warehouse.ingest.sealing import SealingLag, lag_limit
+
+
+class Clock:
+    def __init__(self, now: float = 1_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_limit_is_seal_after_and_one_and_a_half_periods():
+    assert lag_limit(10, 5) == 17.5
+    assert lag_limit(1, 1) == 2.5
+
+
+def test_nothing_written_is_never_behind():
+    clock = Clock()
+    lag = SealingLag(limit=2.5, clock=clock)
+    clock.now += 3600
+    assert (lag.waiting, lag.seconds(), lag.behind()) == (False, 0.0, False)
+
+
+def test_the_oldest_unsealed_write_sets_the_lag():
+    clock = Clock()
+    lag = SealingLag(limit=2.5, clock=clock)
+    lag.wrote(1_000.0)
+    lag.wrote(1_001.0)
+    clock.now = 1_002.0
+    assert lag.seconds() == 2.0 and not lag.behind()
+    clock.now = 1_002.6
+    assert lag.behind()
+    lag.sealed(through=1_000.5)  # the first write is sealed, the second is not
+    assert abs(lag.seconds() - 1.6) < 1e-9
+    assert not lag.behind()
+    lag.sealed(through=1_001.0)  # sealed through exactly its time: sealed
+    assert not lag.waiting and lag.seconds() == 0.0
+
+
+def test_sealed_through_a_time_before_the_write_leaves_it_waiting():
+    clock = Clock()
+    lag = SealingLag(limit=2.5, clock=clock)
+    lag.wrote(1_000.0)
+    lag.sealed(through=999.999)
+    assert lag.waiting
+
+
+def test_writes_close_together_wait_since_the_first_and_are_sealed_with_the_last():
+    clock = Clock()
+    lag = SealingLag(limit=2.5, clock=clock)
+    for i in range(1_000):
+        lag.wrote(1_000.0 + i * 0.001)  # a second of writes, one a millisecond
+    clock.now = 1_003.0
+    assert lag.seconds() == 3.0
+    lag.sealed(through=1_000.95)
+    # Never counted sealed early; counted waiting from at most 0.1 s too early.
+    assert lag.waiting and 2.0 < lag.seconds() <= 2.15
+    lag.sealed(through=1_000.999)
+    assert not lag.waiting
