@@ -334,8 +334,7 @@ def latency() -> dict[str, Any]:
             grid,
             unit="ms",
             interval="1m",
-            description="Per model and region, from the minute rollup's 2%-wide latency "
-            "buckets.",
+            description="Per model and region, from the minute rollup's 2%-wide latency buckets.",
         )
 
     heat = {"calculate": False, "rowsFrame": {"layout": "le"}, "yAxis": {"unit": "ms"}}
