@@ -7,9 +7,9 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
+from polling import poll_until
 
 from warehouse.errors import ChdbMissing, DataDirLocked, PortInUse, ServerAlreadyRunning
 from warehouse.store import open_store
@@ -86,7 +86,7 @@ def test_a_directory_held_by_another_clickhouse_is_reported_locked(data_dir):
                 import sys, time, chdb.session
                 session = chdb.session.Session({str(data_dir / "clickhouse")!r})
                 print("holding", flush=True)
-                time.sleep(120)
+                time.sleep(120)  # holds the directory until the test kills it
                 """
             ),
         ],
@@ -111,10 +111,13 @@ def test_missing_chdb_is_one_clear_error(data_dir, monkeypatch):
 def test_a_killed_server_leaves_no_false_running_state(data_dir):
     info = start_server(data_dir, http_port=0, tcp_port=0)
     os.kill(info.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while server_status(data_dir) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server_status(data_dir) is None
+    poll_until(
+        lambda: server_status(data_dir),
+        "the killed server to be reported not running",
+        until=lambda status: status is None,
+        timeout=10,
+        every=0.05,
+    )
     assert start_server(data_dir, http_port=0, tcp_port=0).pid != info.pid
 
 

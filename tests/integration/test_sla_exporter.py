@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -17,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from polling import poll_until
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -170,6 +170,25 @@ def served(embedded_server):
     store.close()
 
 
+def served_metrics(process: subprocess.Popen, url: str, headers: dict | None = None) -> str:
+    """The exporter's page once it holds its first figures (``llmwh_exporter_up``)."""
+
+    def page() -> str:
+        assert process.poll() is None, process.stderr.read().decode()
+        request = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.read().decode()
+
+    return poll_until(
+        page,
+        f"{url} to serve llmwh_exporter_up",
+        until=lambda text: "llmwh_exporter_up" in text,
+        timeout=60,
+        every=0.5,
+        ignoring=(OSError,),
+    )
+
+
 def test_llmwh_export_serves_the_figures_over_http(served, tmp_path):
     url, port = served
     command = [
@@ -192,15 +211,7 @@ def test_llmwh_export_serves_the_figures_over_http(served, tmp_path):
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
-        text = ""
-        deadline = time.monotonic() + 60
-        while "llmwh_exporter_up" not in text and time.monotonic() < deadline:
-            assert process.poll() is None, process.stderr.read().decode()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                    text = r.read().decode()
-            except OSError:
-                time.sleep(0.5)
+        text = served_metrics(process, f"http://127.0.0.1:{port}/metrics")
         assert 'llmwh_exporter_up{slo="chat-assistant"} 1.0' in text
         assert 'llmwh_slo_target{slo="chat-assistant"} 0.99' in text
     finally:
@@ -219,16 +230,7 @@ def test_llmwh_export_with_credentials_and_a_tenant_serves_that_tenant_only(serv
     )
     metrics = f"http://127.0.0.1:{port}/metrics"
     try:
-        text = ""
-        deadline = time.monotonic() + 60
-        while "llmwh_exporter_up" not in text and time.monotonic() < deadline:
-            assert process.poll() is None, process.stderr.read().decode()
-            request = urllib.request.Request(metrics, headers={"Authorization": "Bearer s3cret"})
-            try:
-                with urllib.request.urlopen(request, timeout=5) as r:
-                    text = r.read().decode()
-            except OSError:
-                time.sleep(0.5)
+        text = served_metrics(process, metrics, {"Authorization": "Bearer s3cret"})
         tenants = set(re.findall(r'tenant="([^"]+)"', text))
         assert tenants == {"acme"}, tenants
         for credentials in (None, "Bearer wrong", "Basic czNjcmV0"):

@@ -9,10 +9,10 @@ import os
 import shutil
 import socket
 import struct
-import time
 import urllib.request
 
 import pytest
+from polling import poll_until
 
 from warehouse.store import open_store
 
@@ -46,14 +46,13 @@ def get_json(url: str) -> dict:
 
 
 def wait_for(url: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"{url} did not come up")
+    """Wait until ``url`` answers 2xx (a server is up and ready)."""
+    poll_until(
+        lambda: urllib.request.urlopen(url, timeout=1).close() or True,
+        f"{url} to answer",
+        timeout=timeout,
+        ignoring=(OSError,),
+    )
 
 
 def warehouse_samples(url: str, start: float, end: float) -> set[tuple]:
