@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -24,13 +23,13 @@ import numpy as np
 import polars as pl
 import pyarrow.compute as pc
 import pytest
+from polling import poll_until
 
 from warehouse.connection import Warehouse
 from warehouse.errors import StoreError
 from warehouse.ingest.events import encode_ndjson
 from warehouse.store import open_store
-from warehouse.store.embedded import server_status
-from warehouse.store.local_cluster import start_cluster, start_shard, stop_cluster
+from warehouse.store.local_cluster import shard_states, start_cluster, start_shard, stop_cluster
 from warehouse.synthetic import Incident, synthetic_requests
 from warehouse.synthetic.samples import remote_write_body
 
@@ -210,6 +209,11 @@ def post(url: str, body: bytes, content_type: str = "application/x-ndjson") -> i
         return 0  # not listening (yet)
 
 
+def shard_pids(root) -> list[int | None]:
+    """The pid of each shard's server, None where it does not run."""
+    return [info.pid if info else None for _, info in shard_states(root)[1]]
+
+
 def test_a_shard_down_fails_writes_and_queries_loudly_and_loses_nothing(cluster, tmp_path):
     root, started = cluster
     url = started.store_url(f"down_{uuid.uuid4().hex[:8]}")
@@ -232,16 +236,27 @@ def test_a_shard_down_fails_writes_and_queries_loudly_and_loses_nothing(cluster,
     ]
     store = open_store(url)
     try:
-        deadline = time.monotonic() + 60
-        while post(events, bodies[0]) != 200 and time.monotonic() < deadline:
-            time.sleep(0.5)
+        poll_until(  # the first write, retried while `llmwh serve` starts
+            lambda: post(events, bodies[0]),
+            "`llmwh serve` to acknowledge the first write",
+            until=lambda status: status == 200,
+            timeout=60,
+            every=0.5,
+        )
         os.kill(started.shards[1].pid, signal.SIGKILL)  # shard 2 dies
-        while server_status(started.shards[1].data_dir) is not None:
-            time.sleep(0.05)
+        pids = poll_until(
+            lambda: shard_pids(root),
+            "the killed shard 2 to be down",
+            until=lambda pids: pids[1] is None,
+            timeout=30,
+            every=0.05,
+        )
+        assert pids == [started.shards[0].pid, None]  # shard 1 runs on
         assert post(events, bodies[1]) >= 500  # not acknowledged: the sender keeps it
         with pytest.raises(StoreError, match=f"127.0.0.1:{started.shards[1].tcp_port}"):
             store.query_arrow("SELECT count() FROM requests")
-        start_shard(root, 2)  # back
+        back = start_shard(root, 2)
+        assert shard_pids(root) == [started.shards[0].pid, back.pid]
         for body in bodies[1:]:  # the sender retries; the last one is new
             assert post(events, body) == 200
         assert post(events, bodies[1]) == 200  # a retry after a lost answer: no change
