@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import poll_until
 from senders import free_port, get_json, wait_for, warehouse_samples
-from test_prometheus_sender import caught_up, prometheus_samples, start_prometheus
+from test_prometheus_sender import prometheus_samples, sent_up_to, start_prometheus
 
 from warehouse.store.embedded import server_status, stop_server
 
@@ -88,6 +89,9 @@ def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victi
     rng = random.Random(f"kill-{victim}")
     try:
         start = time.time()
+        # The sleeps below shape the load, they wait for nothing: writes run for a
+        # while, each kill comes at a random moment of them and leaves the warehouse
+        # down for a random while, and writes run on after the last restart.
         time.sleep(2)
         for _ in range(KILLS):
             time.sleep(rng.uniform(0.5, 3.0))  # a random moment of a run of writes
@@ -95,15 +99,16 @@ def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victi
                 warehouse.kill_receiver()
             else:
                 warehouse.kill_clickhouse()
-            time.sleep(rng.uniform(0.0, 1.0))
+            time.sleep(rng.uniform(0.0, 1.0))  # down for a random while
             warehouse.start()
-        time.sleep(3)
+        time.sleep(3)  # writes through the last restarted receiver
         end = time.time() - 2
-        deadline = time.monotonic() + 120
-        while not caught_up(base, end) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert caught_up(base, end), "Prometheus did not catch up after the kills"
-        time.sleep(1.0)
+        poll_until(
+            lambda: sent_up_to(base, end),
+            "Prometheus to have every sample of the run acknowledged after the kills",
+            timeout=120,
+            every=0.5,
+        )
         expected = prometheus_samples(base, start, end)
         retried = counter(base, "prometheus_remote_storage_samples_retried_total")
         dropped = counter(base, "prometheus_remote_storage_samples_failed_total")

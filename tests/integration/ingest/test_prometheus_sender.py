@@ -9,6 +9,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from polling import poll_until
 from senders import (
     RUN_SECONDS,
     comparable,
@@ -75,10 +76,17 @@ def prometheus_samples(base: str, start: float, end: float) -> set[tuple]:
     return samples
 
 
-def caught_up(base: str, end: float) -> bool:
-    metric = "prometheus_remote_storage_queue_highest_sent_timestamp_seconds"
-    result = get_json(f"{base}/api/v1/query?query={metric}")["data"]["result"]
-    return bool(result) and float(result[0]["value"][1]) >= end
+def sent_up_to(base: str, end: float) -> bool:
+    """Whether every sample Prometheus scraped up to ``end`` has been acknowledged.
+
+    It has sent one stamped ``end`` or later (so every earlier one has been queued:
+    it scrapes only itself, in order) and none is pending (queued, being sent or
+    retried), as one scrape of its own metrics says: one query reads both.
+    """
+    sent = "prometheus_remote_storage_queue_highest_sent_timestamp_seconds"
+    pending = "prometheus_remote_storage_samples_pending"
+    query = urllib.parse.urlencode({"query": f"{sent} >= {end:.3f} and on() sum({pending}) == 0"})
+    return bool(get_json(f"{base}/api/v1/query?{query}")["data"]["result"])
 
 
 def test_every_sample_prometheus_holds_is_in_the_warehouse_and_nothing_else(receiver, tmp_path):
@@ -86,12 +94,14 @@ def test_every_sample_prometheus_holds_is_in_the_warehouse_and_nothing_else(rece
     prometheus, base = start_prometheus(tmp_path, f"{write_url}/api/v1/write")
     try:
         start = time.time()
-        time.sleep(RUN_SECONDS)
-        end = time.time() - 3  # a window Prometheus has certainly scraped and sent
-        deadline = time.monotonic() + 60
-        while not caught_up(base, end) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        time.sleep(1.0)  # the last batch acknowledged means committed; allow the send loop
+        time.sleep(RUN_SECONDS)  # the load: Prometheus scrapes and sends for this long
+        end = time.time() - 3  # a window Prometheus has certainly scraped
+        poll_until(
+            lambda: sent_up_to(base, end),
+            "Prometheus to have every sample of the window acknowledged",
+            timeout=60,
+            every=0.5,
+        )
         expected = prometheus_samples(base, start, end)
     finally:
         prometheus.terminate()
