@@ -10,6 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 
+from polling import poll_until
 from senders import RUN_SECONDS, free_port, require_binary, wait_for, warehouse_samples
 
 
@@ -53,6 +54,9 @@ scrape_configs:
             f"-httpListenAddr=127.0.0.1:{port}",
             f"-remoteWrite.tmpDataPath={tmp_path / 'vmagent'}",
             "-loggerLevel=ERROR",
+            # One queue per URL: each receiver gets the scrapes in the order they were
+            # made, so one that holds a scrape holds every earlier one.
+            "-remoteWrite.queues=1",
             *(f"-remoteWrite.url={url}" for url in write_urls),
         ],
         stdout=subprocess.DEVNULL,
@@ -83,9 +87,18 @@ def test_vmagent_samples_match_victoria_metrics(receiver, tmp_path):
     agent = vmagent(tmp_path, [f"{write_url}/api/v1/write", f"{vm_base}/api/v1/write"])
     try:
         start = time.time()
-        time.sleep(RUN_SECONDS)
-        end = time.time() - 4  # both receivers have had every sample of the window
-        time.sleep(4)
+        time.sleep(RUN_SECONDS)  # the load: vmagent scrapes and sends for this long
+        end = time.time()
+        poll_until(
+            lambda: (
+                len(warehouse_samples(store_url, end + 0.001, end + 600)),
+                len(exported(vm_base, end + 0.001, end + 600)),
+            ),
+            "both receivers to hold a scrape made after the window (so all of it)",
+            until=all,
+            timeout=30,
+            every=0.5,
+        )
         agent.terminate()
         agent.wait(timeout=30)
         expected = exported(vm_base, start, end)
