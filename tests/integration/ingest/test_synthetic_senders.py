@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -12,6 +13,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from polling import poll_until
 from senders import free_port, wait_for
 
 from warehouse.demo import DemoTraffic
@@ -28,6 +30,11 @@ def scalar(url: str, sql: str):
         return store.query_arrow(sql).column(0)[0].as_py()
     finally:
         store.close()
+
+
+def said(lines: list[str], words: str) -> bool:
+    """Whether the demo said ``words`` in one of its lines so far."""
+    return any(words in line for line in lines)
 
 
 def test_events_land_every_request_once(receiver):
@@ -103,17 +110,18 @@ def test_the_demo_backfills_its_history_with_the_incident_then_goes_live(receive
     )  # fmt: skip
     demo.start()
     try:
-        deadline = time.monotonic() + 60
-        while not any("now sending" in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        poll_until(lambda: said(lines, "now sending"), "the demo to end its backfill", timeout=60)
         backfilled = scalar(store_url, "SELECT count() FROM requests")
-        time.sleep(2)
-        assert scalar(store_url, "SELECT count() FROM requests") > backfilled  # live traffic
+        poll_until(
+            lambda: scalar(store_url, "SELECT count() FROM requests"),
+            "live traffic after the backfill",
+            until=lambda count: count > backfilled,
+        )
     finally:
         demo.stop()
     assert any("incident zone-ttft" in line for line in lines), lines
-    said = next(line for line in lines if "backfilling" in line)
-    promised = int(re.search(r"backfilling ([\d,]+) requests", said)[1].replace(",", ""))
+    announced = next(line for line in lines if "backfilling" in line)
+    promised = int(re.search(r"backfilling ([\d,]+) requests", announced)[1].replace(",", ""))
     assert 30 * 1200 * 0.5 <= promised <= 30 * 1200 * 1.5  # 20 minutes at 30/s, daily cycle
     assert promised <= backfilled <= promised + 200  # plus the first live slices, if any
     slow = scalar(
@@ -126,10 +134,18 @@ def test_the_demo_backfills_its_history_with_the_incident_then_goes_live(receive
 
     # A restarted demo fills only the gap since its newest request.
     before = scalar(store_url, "SELECT count() FROM requests")
+    restarted = math.ceil(time.time())  # every request of the first demo is older
     again = DemoTraffic(base, store, rate=30, history=timedelta(minutes=20), say=lines.append)
     again.start()
-    time.sleep(3)
-    again.stop()
+    try:  # live: it sent a request stamped after it started (its backfill sends older ones)
+        poll_until(
+            lambda: scalar(
+                store_url, f"SELECT count() FROM requests WHERE toUnixTimestamp(ts) >= {restarted}"
+            ),
+            "the restarted demo to go live",
+        )
+    finally:
+        again.stop()
     store.close()
     assert scalar(store_url, "SELECT count() FROM requests") < before + 2_000
     # Seeds come from the start time: a restart repeats no request id.
@@ -148,9 +164,7 @@ def test_serve_demo_runs_the_demo_in_the_receiver(embedded_server, tmp_path):
     reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 90
-        while not any("now sending" in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        poll_until(lambda: said(lines, "now sending"), "the demo to end its backfill", timeout=90)
         stored = scalar(url, "SELECT count() FROM requests")
     finally:
         process.terminate()
