@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
+from polling import poll_until_async
 
 from warehouse.errors import BufferFull, IngestError, StoreError, StoreUnavailable
 from warehouse.ingest.batcher import Body, GroupCommitter
@@ -30,9 +31,13 @@ class FlakyStore:
         self.fail_next = False
         self.gate = threading.Event()
         self.gate.set()
+        self.waiting = 0
+        """Inserts held back at the gate right now."""
 
     def insert_arrow(self, table, data, settings=None):
+        self.waiting += 1
         self.gate.wait(10)
+        self.waiting -= 1
         self.inserts += 1
         if self.fail_next:
             self.fail_next = False
@@ -98,7 +103,7 @@ def test_a_full_buffer_refuses_with_buffer_full(store):
 
     async def scenario():
         first = asyncio.create_task(committer.submit({"metric_metadata": rows}))
-        await asyncio.sleep(0.05)
+        await poll_until_async(lambda: flaky.waiting, "the first flush to hang in the store")
         with pytest.raises(BufferFull, match="retry"):
             await committer.submit({"metric_metadata": rows})
         flaky.gate.set()
@@ -132,7 +137,7 @@ def test_closing_flushes_what_is_waiting(store):
     async def scenario():
         await committer.start()
         task = asyncio.create_task(committer.submit({"metric_metadata": metadata_rows("w", 4)}))
-        await asyncio.sleep(0.01)
+        await poll_until_async(lambda: committer.buffered_bytes, "the write to be waiting")
         await committer.close()
         await task
 
@@ -263,9 +268,13 @@ def test_a_write_still_being_decoded_is_waited_for(store):
                 await committer.submit({"metric_metadata": metadata_rows("fast")})
 
         slow_task = asyncio.create_task(slow())
-        await asyncio.sleep(0)  # slow() holds its write
+        await poll_until_async(lambda: committer.held_writes, "slow() to hold its write")
         fast_task = asyncio.create_task(fast())
+        await poll_until_async(lambda: committer.buffered_bytes, "fast() to submit its write")
+        # Nothing to wait for: a committer that did not wait for the held write would
+        # flush fast()'s write alone meanwhile (the linger is 5 s).
         await asyncio.sleep(0.2)
+        assert flushes == []
         decoded.set()
         await asyncio.gather(slow_task, fast_task)
         await committer.close()
