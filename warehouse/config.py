@@ -60,9 +60,10 @@ class Config:
     """Most series new to a receiver that one tenant may add per minute (0: no limit);
     over it, HTTP 429 with Retry-After. Per-request metrics are a new series each."""
     auth_token: str | None = None
-    """Bearer token every receiver request must carry (unset: no auth)."""
+    """Bearer token the receiver's writes and /metrics and the exporter's /metrics require
+    (/healthz and /readyz stay open; unset: no auth)."""
     basic_auth: str | None = None
-    """USER:PASSWORD for HTTP basic auth on the receiver (unset: no auth)."""
+    """USER:PASSWORD (HTTP basic auth) required where auth_token is (unset: no auth)."""
     seal_after_seconds: int = 10
     """A request sent as metric parts is sealed into `requests` once no part of it has
     come for this long (two of Prometheus's 5 s batch_send_deadline)."""

@@ -52,7 +52,7 @@ SELECT
     multiIf(rank = 2, 'rejected', rank = 1, 'error', 'ok') AS status,
     error_class, http_status, finish_reason, false AS is_probe,
     queue_ms, ttft_ms, e2e_ms,
-    -- TPOT as DESIGN.md defines it, when the sender did not give it.
+    -- TPOT as docs/querying.md defines it, when the sender did not give it.
     ifNull(given_tpot_ms, if(output_tokens > 1,
         toFloat32((e2e_ms - ttft_ms) / (output_tokens - 1)), NULL)) AS tpot_ms,
     itl_p99_ms, prompt_tokens, output_tokens, cached_prompt_tokens, max_context_tokens,

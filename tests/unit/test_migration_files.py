@@ -48,3 +48,41 @@ def test_statements_split_on_semicolons_outside_strings_and_comments():
     assert len(statements) == 2
     assert statements[0].endswith("DEFAULT 'a;b')")
     assert statements[1].startswith("-- sharding_key: cityHash64(x)")
+
+
+class _RecordedStore:
+    """Just enough of a ClickHouse store for `Migrator.status`: recorded checksums."""
+
+    def __init__(self, records):
+        from warehouse.store.clickhouse import SERVER
+
+        self.capabilities, self.database, self.url = SERVER, "w", "fake://"
+        self._records = records
+
+    def query_arrow(self, sql, parameters=None, settings=None):
+        import pyarrow as pa
+
+        if "information_schema" in sql:
+            return pa.table({"n": [1]})
+        return pa.table(
+            {
+                "version": list(self._records),
+                "name": [m.name for m in discover("clickhouse") if m.version in self._records],
+                "checksum": list(self._records.values()),
+                "applied_at": [None] * len(self._records),
+            }
+        )
+
+
+def test_a_comment_only_edit_of_an_applied_migration_is_not_a_change():
+    from warehouse.store.migrations import COMMENT_ONLY_EDITS, Migrator
+
+    (earlier,) = COMMENT_ONLY_EDITS[("clickhouse", 4)]
+    current = discover("clickhouse")[3]
+    assert current.version == 4 and current.checksum != earlier
+    states = {
+        s.version: s.state
+        for s in Migrator(_RecordedStore({4: earlier, 5: "0" * 64})).status()
+        if s.version in (4, 5)
+    }
+    assert states == {4: "applied", 5: "changed"}

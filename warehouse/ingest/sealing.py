@@ -1,12 +1,12 @@
 """How far sealing trails the request parts this receiver wrote, and when to push back.
 
 Per-request metrics sent as samples land as ``request_parts`` rows and count once
-sealing has made them ``requests`` rows (README, "Sealing"). Sealing runs beside the
-receiver on the same cores: a receiver that acknowledged parts as fast as it can take
-them in would leave sealing ever further behind. So the receiver remembers when it
-wrote parts that are not sealed yet, and while the oldest of them has waited longer
-than :attr:`SealingLag.limit` it refuses writes that carry per-request metrics with
-429 (the sender retries them later); plain series are never refused for it.
+sealing has made them ``requests`` rows (docs/per-request-metrics.md, "Sealing").
+Sealing runs beside the receiver on the same cores: a receiver that acknowledged parts
+as fast as it can take them in would leave sealing ever further behind. So the receiver
+remembers when it wrote parts that are not sealed yet, and while the oldest of them has
+waited longer than :attr:`SealingLag.limit` it refuses writes that carry per-request
+metrics with 429 (the sender retries them later); plain series are never refused for it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ together and :mod:`warehouse.query.dialects` renders them for the store. Names a
 by users are looked up here and nowhere else, so no user string becomes an identifier:
 an unknown name is an error listing the known ones.
 
-Measure names are the result column names of DESIGN.md's "Interfaces":
+Measure names are result column names everywhere (API, CLI, exporter, dashboards; see
+docs/querying.md, "Dimensions and measures"):
 ``count``, ``error_rate``, ``rejection_rate``, ``p<q>_<latency>`` (q in 50, 75, 90, 95,
 99, 99.9 written ``p999``), ``avg_<column>``, ``sum_<token column>``, ``kv_hit_ratio``,
 ``decode_tps``, ``attainment``, ``goodput_rps``, plus ``error_count``, ``rejection_count`` and

@@ -110,7 +110,7 @@ def test_three_writes_and_a_retry_make_one_request(sealing_store, client_for):
         201,
         600,
     )
-    assert row["tpot_ms"] == pytest.approx((4200 - 200) / 200)  # derived as DESIGN.md says
+    assert row["tpot_ms"] == pytest.approx((4200 - 200) / 200)  # derived as docs/querying.md says
     if sealing_store.capabilities.materialized_views:
         total = (
             sealing_store.query_arrow(

@@ -1,7 +1,7 @@
 """Requests with known distributions, and the oracle that answers from them with numpy.
 
 The data is built here, column by column, so every expected figure follows from
-DESIGN.md's definitions applied to these arrays, independently of any database.
+the definitions of docs/querying.md applied to these arrays, independently of any database.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Drill-downs answer as DESIGN.md defines each measure, on every backend.
+"""Drill-downs answer as docs/querying.md defines each measure, on every backend.
 
 Expected figures come from the :class:`Oracle` (numpy over the inserted arrays). Exact
 answers (``exact=True``) must match it to floating-point precision on ClickHouse and on

@@ -29,7 +29,7 @@ from warehouse.model import REQUESTS_SCHEMA
 
 
 def derive_tpot_ms(e2e_ms: Any, ttft_ms: Any, output_tokens: Any) -> pa.ChunkedArray | pa.Array:
-    """Time per output token as DESIGN.md defines it, over whole columns.
+    """Time per output token as docs/querying.md defines it, over whole columns.
 
     ``(e2e_ms - ttft_ms) / (output_tokens - 1)`` where ``output_tokens > 1``, NULL
     otherwise (undefined, not zero) and wherever an input is NULL. Computed in float64
