@@ -104,6 +104,7 @@ def test_changed_ttl_settings_are_applied_by_the_next_up(migrated):
     assert {(c.table, c.old_days, c.new_days) for c in changes} == {
         ("requests", 90, 7),
         ("requests_1h", 400, 90),
+        ("requests_sla_1h", 400, 90),
     }
     engine = (
         migrated.query_arrow(

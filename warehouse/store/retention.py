@@ -24,6 +24,7 @@ TTL_SETTINGS = {
     "sample_starts": "samples_ttl_days",
     "requests_1m": "rollup_1m_ttl_days",
     "requests_1h": "rollup_1h_ttl_days",
+    "requests_sla_1h": "rollup_1h_ttl_days",
 }
 """Which setting governs which table's TTL."""
 
