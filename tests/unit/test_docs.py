@@ -1,0 +1,173 @@
+"""The documentation against the code it describes.
+
+The README's CLI reference lists exactly the typer app's commands, its settings table
+every `Config` field with the code's default, and every relative link of the README and
+docs/ names a file (and a heading) that exists.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+
+import typer
+
+from warehouse.cli import app
+from warehouse.config import Config
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def _prose(text: str) -> str:
+    """Markdown without its fenced code blocks."""
+    return _FENCE.sub("", text)
+
+
+def _section(text: str, title: str) -> str:
+    """The body of the level-2 section ``title``, up to the next level-2 heading."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"README has no section '## {title}'"
+    return match.group(1)
+
+
+def _first_table(text: str) -> list[list[str]]:
+    """The cells of each body row of the first Markdown table in ``text``."""
+    rows: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif rows:
+            break
+    assert len(rows) > 2, "no table found"
+    return rows[2:]  # past the header and the |---| line
+
+
+# -- (a) the CLI reference --------------------------------------------------------------
+
+
+def _registered_commands() -> set[str]:
+    """Every command of the typer app, subcommands as ``group command``."""
+
+    def walk(command: object, path: tuple[str, ...]) -> Iterator[str]:
+        subcommands = getattr(command, "commands", None)
+        if subcommands is None:
+            yield " ".join(path)
+            return
+        for name, sub in subcommands.items():
+            if not sub.hidden:
+                yield from walk(sub, (*path, name))
+
+    return set(walk(typer.main.get_command(app), ()))
+
+
+def _documented_commands() -> list[str]:
+    commands = []
+    for cells in _first_table(_section(README.read_text(), "CLI reference")):
+        match = re.fullmatch(r"`llmwh ([a-z][a-z0-9-]*(?: [a-z][a-z0-9-]*)*)[^`]*`", cells[0])
+        assert match, f"CLI reference: {cells[0]!r} is not `llmwh COMMAND ...`"
+        commands.append(match.group(1))
+    return commands
+
+
+def test_the_readme_cli_reference_lists_exactly_the_commands_of_the_app():
+    documented, registered = _documented_commands(), _registered_commands()
+    twice = sorted({c for c in documented if documented.count(c) > 1})
+    assert not twice, f"listed twice in the README's CLI reference: {twice}"
+    assert set(documented) == registered, (
+        f"only in the README's CLI reference: {sorted(set(documented) - registered)}; "
+        f"only in the typer app: {sorted(registered - set(documented))}"
+    )
+
+
+# -- (b) the settings table -----------------------------------------------------------
+
+
+def _documented_default(cell: str) -> object:
+    """A default as the table writes it: unset, true/false, 1,024, `text`; a
+    parenthetical remark after it, `(32 MiB)`, is prose."""
+    value = re.sub(r"\s*\([^)]*\)$", "", cell)
+    if value == "unset":
+        return None
+    if value in ("true", "false"):
+        return value == "true"
+    if re.fullmatch(r"\d[\d,]*", value):
+        return int(value.replace(",", ""))
+    quoted = re.fullmatch(r"`([^`]*)`", value)
+    assert quoted, f"cannot read the default {cell!r}: write unset, true, false, 10 or `text`"
+    return quoted.group(1)
+
+
+def test_the_readme_documents_every_setting_with_the_default_of_the_code():
+    documented = {}
+    for cells in _first_table(_section(README.read_text(), "Configuration")):
+        name = cells[0].strip("`")
+        documented[name] = _documented_default(cells[1])
+    defaults = {field.name: field.default for field in fields(Config)}
+    # bool is an int in Python: compare types too, so `1` never passes for `true`.
+    wrong = {
+        name: (documented[name], defaults[name])
+        for name in documented.keys() & defaults.keys()
+        if (type(documented[name]), documented[name]) != (type(defaults[name]), defaults[name])
+    }
+    assert not wrong, "README default != Config default: " + "; ".join(
+        f"{name}: {readme!r} != {code!r}" for name, (readme, code) in sorted(wrong.items())
+    )
+    assert documented.keys() == defaults.keys(), (
+        f"only in the README: {sorted(documented.keys() - defaults.keys())}; "
+        f"only in Config: {sorted(defaults.keys() - documented.keys())}"
+    )
+
+
+# -- (c) links ------------------------------------------------------------------------
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, '-' for ' '."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    anchors = set()
+    for _, heading in _HEADING.findall(_prose(path.read_text())):
+        slug = _slug(heading)
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_every_relative_link_of_the_readme_and_docs_names_what_exists():
+    broken = []
+    for document in DOCUMENTS:
+        for link in _LINK.findall(_prose(document.read_text())):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", link):  # https:, mailto: ...
+                continue
+            target, _, anchor = link.partition("#")
+            path = (document.parent / target).resolve() if target else document
+            where = f"{document.relative_to(ROOT)}: ({link})"
+            if not path.exists():
+                broken.append(f"{where} names a file that does not exist")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                broken.append(f"{where} names a heading {path.name} does not have")
+    assert not broken, "\n".join(broken)
+
+
+def test_no_file_cites_a_design_note_outside_the_repository():
+    note = "DESIGN" + ".md"  # spelled apart, so that this file does not cite it
+    roots = ["warehouse", "migrations", "tests", "docs", "exporters", "benchmarks", "fuzz"]
+    files = [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml"]
+    files += [p for root in roots for p in (ROOT / root).rglob("*") if p.is_file()]
+    citing = [
+        str(p.relative_to(ROOT))
+        for p in files
+        if p.suffix not in (".so", ".pyc") and note in p.read_text(errors="replace")
+    ]
+    assert not citing, f"{note} is not in the repository; cite docs/ instead: {citing}"
