@@ -70,7 +70,7 @@ class ReceiverMetrics:
         self.sealing_lag_seconds = Gauge(
             "llmwh_receiver_sealing_lag_seconds",
             "How long the oldest request part this receiver wrote has waited to be sealed; "
-            "past seal_after_seconds + 1.5 x seal_every_seconds, writes of per-request "
+            "past seal_after_seconds + 1.2 x seal_every_seconds, writes of per-request "
             "metrics are refused with 429",
             registry=r,
         )

@@ -26,10 +26,12 @@ def lag_limit(seal_after_seconds: float, seal_every_seconds: float) -> float:
     """The longest a written part may wait to be sealed before writes are refused.
 
     A part is sealed by the first refresh that starts ``seal_after_seconds`` after it
-    came, within ``seal_every_seconds`` of that; a refresh that runs for longer than
-    half a period is falling behind, and the intake pauses until it is done.
+    came, within ``seal_every_seconds`` of that. Once a refresh has run for a fifth of
+    its period the intake of per-request metrics pauses until it is done, so that the
+    next refresh has no more to seal than this one could (with half a period of grace,
+    refreshes ran as long as the period under sustained full-speed writes).
     """
-    return seal_after_seconds + 1.5 * seal_every_seconds
+    return seal_after_seconds + 1.2 * seal_every_seconds
 
 
 class SealingLag:

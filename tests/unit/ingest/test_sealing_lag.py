@@ -13,9 +13,9 @@ class Clock:
         return self.now
 
 
-def test_the_limit_is_seal_after_and_one_and_a_half_periods():
-    assert lag_limit(10, 5) == 17.5
-    assert lag_limit(1, 1) == 2.5
+def test_the_limit_is_seal_after_and_one_and_a_fifth_periods():
+    assert lag_limit(10, 5) == 16
+    assert lag_limit(1, 1) == 2.2
 
 
 def test_nothing_written_is_never_behind():
