@@ -15,6 +15,7 @@ __all__ = [
     "DataDirLocked",
     "EmbeddedServerError",
     "IngestError",
+    "InvalidArgument",
     "MigrationError",
     "PayloadTooLarge",
     "PortInUse",
@@ -23,6 +24,7 @@ __all__ = [
     "ServerAlreadyRunning",
     "StoreError",
     "StoreUnavailable",
+    "TooManyNewSeries",
     "UnsupportedMediaType",
     "WarehouseError",
 ]
@@ -67,6 +69,13 @@ class ChecksumMismatch(MigrationError):
     """An applied migration file was edited afterwards."""
 
 
+class InvalidArgument(WarehouseError, ValueError):
+    """An argument of a public function or command is out of its domain (a ValueError
+    too, for callers that catch those)."""
+
+    http_status = 400
+
+
 class QueryError(WarehouseError):
     """A query could not be built from what the user asked."""
 
@@ -96,17 +105,22 @@ class PayloadTooLarge(IngestError):
 
 
 class BufferFull(IngestError):
-    """The ingest buffer is at its byte bound; retry later (HTTP 429)."""
+    """The receiver cannot take the write now; retry after ``retry_after`` seconds (HTTP
+    429): the ingest buffer is at its byte bound."""
 
     http_status = 429
 
-
-class SealingBehind(BufferFull):
-    """Sealing trails the per-request metrics already written; retry later (HTTP 429)."""
-
-    def __init__(self, message: str, retry_after: int):
+    def __init__(self, message: str, retry_after: int = 1):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TooManyNewSeries(BufferFull):
+    """A tenant's new series this minute would pass its limit (HTTP 429)."""
+
+
+class SealingBehind(BufferFull):
+    """Sealing trails the per-request metrics already written (HTTP 429)."""
 
 
 class EmbeddedServerError(WarehouseError):

@@ -42,6 +42,7 @@ from warehouse.errors import (
     SealingBehind,
     StoreError,
     StoreUnavailable,
+    TooManyNewSeries,
     UnsupportedMediaType,
 )
 from warehouse.ingest import events, remote_write
@@ -55,11 +56,10 @@ from warehouse.ingest.sealing import SealingLag, lag_limit
 from warehouse.store.base import Store
 
 try:  # C, like the decoder it serves (see hatch_build.py)
-    from warehouse.ingest.cardinality import NewSeriesBudget, TooManyNewSeries
+    from warehouse.ingest.cardinality import NewSeriesBudget
     from warehouse.ingest.series_cache import WrittenSeries
 except ImportError:  # pragma: no cover - built without a C compiler
     WrittenSeries = NewSeriesBudget = None
-    TooManyNewSeries = BufferFull
 
 __all__ = ["Receiver"]
 
@@ -244,8 +244,7 @@ class Receiver:
                 status = await handler(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
-            retry = getattr(exc, "retry_after", RETRY_AFTER_SECONDS)
-            await respond(send, status, f"{exc}\n", [("retry-after", str(retry))])
+            await respond(send, status, f"{exc}\n", [("retry-after", str(exc.retry_after))])
         except IngestError as exc:
             status = exc.http_status
             await respond(send, status, f"{exc}\n")

@@ -24,19 +24,11 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from warehouse.errors import BufferFull
+from warehouse.errors import TooManyNewSeries
 from warehouse.ingest._series_cache import SeriesCache
 from warehouse.ingest.series_cache import id_bytes
 
 __all__ = ["NewSeriesBudget", "TooManyNewSeries"]
-
-
-class TooManyNewSeries(BufferFull):
-    """A tenant's new series this minute would pass the limit (HTTP 429)."""
-
-    def __init__(self, message: str, retry_after: int):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class NewSeriesBudget:
