@@ -19,6 +19,8 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
+from warehouse.errors import InvalidArgument
+
 __all__ = ["FORMATS", "footer_to_stderr", "write_result"]
 
 FORMATS = ("table", "json", "csv", "parquet")
@@ -56,7 +58,7 @@ def write_result(
     else:
         isatty = getattr(out, "isatty", None)
         if isatty is not None and isatty():
-            raise ValueError(
+            raise InvalidArgument(
                 "refusing to write Parquet to a terminal: redirect to a file or use --output"
             )
         frame.write_parquet(out)
@@ -128,7 +130,9 @@ def format_float(x: float) -> str:
 
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
-        raise ValueError(f"unknown output format {fmt!r}: expected one of {', '.join(FORMATS)}")
+        raise InvalidArgument(
+            f"unknown output format {fmt!r}: expected one of {', '.join(FORMATS)}"
+        )
 
 
 def _table_cells(series: pl.Series) -> list[str]:

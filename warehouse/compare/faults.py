@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warehouse.errors import InvalidArgument
 from warehouse.store.base import Parameters, Settings, Store
 
 __all__ = ["Fault", "FaultyStore"]
@@ -32,7 +33,7 @@ class Fault:
         """``BACKEND:QUESTION:COLUMN``."""
         parts = text.split(":")
         if len(parts) != 3 or not all(parts):
-            raise ValueError(f"bad fault {text!r}: expected BACKEND:QUESTION:COLUMN")
+            raise InvalidArgument(f"bad fault {text!r}: expected BACKEND:QUESTION:COLUMN")
         return cls(*parts)
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 import polars as pl
 
 from warehouse.connection import Warehouse
+from warehouse.errors import InvalidArgument
 
 __all__ = ["SUITE", "Question", "select"]
 
@@ -151,7 +152,7 @@ def select(names: list[str] | None) -> tuple[Question, ...]:
     known = {q.name for q in SUITE}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(
+        raise InvalidArgument(
             f"unknown question(s) {', '.join(unknown)}: choose from {', '.join(sorted(known))}"
         )
     return tuple(q for q in SUITE if q.name in names)

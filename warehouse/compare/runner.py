@@ -17,7 +17,7 @@ from warehouse.compare.dataset import Dataset, write_dataset
 from warehouse.compare.faults import Fault
 from warehouse.compare.questions import select
 from warehouse.compare.worker import BACKENDS, DEFAULT, Job, Outcome
-from warehouse.errors import WarehouseError
+from warehouse.errors import InvalidArgument, WarehouseError
 from warehouse.store.embedded import stop_server
 
 __all__ = ["Check", "Options", "Report", "WorkerFailed", "run_compare"]
@@ -74,9 +74,12 @@ def run_compare(options: Options, progress: Callable[[str], None] = lambda _: No
     """Generate the data set, run every backend in its own process, check agreement."""
     unknown = [b for b in options.backends if b not in BACKENDS]
     if unknown or not options.backends:
-        raise ValueError(f"backends: choose from {', '.join(BACKENDS)}")
+        raise InvalidArgument(
+            f"unknown backend(s) {', '.join(unknown) or '(none given)'}: "
+            f"choose from {', '.join(BACKENDS)}"
+        )
     if options.rows < 1 or options.repeat < 1 or options.batch_rows < 1:
-        raise ValueError("rows, repeat and batch rows must be positive")
+        raise InvalidArgument("rows, repeat and batch rows must be positive")
     questions = select(list(options.questions))
     root = _workdir(options.keep)
     try:
@@ -120,7 +123,7 @@ def _workdir(keep: Path | None) -> Path:
         return Path(tempfile.mkdtemp(prefix="llmwh-compare-"))
     keep = keep.resolve()
     if keep.exists() and any(keep.iterdir()):
-        raise ValueError(f"--keep {keep}: the directory is not empty")
+        raise InvalidArgument(f"--keep {keep}: the directory is not empty")
     keep.mkdir(parents=True, exist_ok=True)
     return keep
 

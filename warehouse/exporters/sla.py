@@ -31,6 +31,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from warehouse.connection import Warehouse
+from warehouse.errors import InvalidArgument
 from warehouse.query.registry import dimension
 from warehouse.query.slo import SLO
 from warehouse.query.timerange import parse_duration
@@ -67,7 +68,7 @@ class SLAExporter(Collector):
         clock: Callable[[], float] = time.time,
     ):
         if top < 1:
-            raise ValueError("top must be at least 1")
+            raise InvalidArgument("top must be at least 1")
         self.warehouse = warehouse
         self.slos = list(slos)
         self.by = [dimension(name).name for name in by]

@@ -197,8 +197,7 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
     keys = ["time"] * (question.interval is not None) + [d.name for d in dims]
     columns = tuple(keys + [m.name for m in measures])
     sql_columns = tuple(keys + [m.name for m in in_sql] + list(histograms.values()))
-    if question.limit is not None and (not isinstance(question.limit, int) or question.limit < 1):
-        raise QueryError(f"bad limit {question.limit!r}: expected a positive whole number")
+    check_limit(question.limit)
     order = _order(question, columns, group)
     sorted_later = (
         question.order_by is not None and question.order_by.lstrip("-") not in sql_columns
@@ -384,3 +383,15 @@ def _quote(identifier: str) -> str:
 
 def _grain_name(grain: timedelta) -> str:
     return "whole hours" if grain == timedelta(hours=1) else "whole minutes"
+
+
+MAX_LIMIT = 2**63 - 1
+"""The largest row limit: what a signed 64-bit LIMIT holds."""
+
+
+def check_limit(limit: int | None) -> None:
+    """Refuse a row limit that is not a whole number from 1 to :data:`MAX_LIMIT`."""
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise QueryError(f"bad limit {limit!r}: expected a whole number from 1 to {MAX_LIMIT}")

@@ -22,7 +22,7 @@ import polars as pl
 
 from warehouse.errors import QueryError
 from warehouse.model import LABEL_COLUMNS
-from warehouse.query.builder import FilterValue, Question
+from warehouse.query.builder import FilterValue, Question, check_limit
 from warehouse.query.registry import dimension
 from warehouse.query.result import Result
 from warehouse.query.run import ask
@@ -46,6 +46,7 @@ def root_cause(
     exact: bool | None = None,
 ) -> Result:
     """The dimension values ranked by the bad requests they carry beyond their share."""
+    check_limit(limit)
     if not 0 <= min_share < 1:
         raise QueryError(f"bad min_share {min_share!r}: expected a share between 0 and 1")
     filters = dict(filters or {})

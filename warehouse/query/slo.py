@@ -59,7 +59,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from warehouse.errors import QueryError
+from warehouse.errors import InvalidArgument, QueryError
 from warehouse.model import LATENCY_COLUMNS
 from warehouse.query.timerange import parse_duration
 
@@ -146,7 +146,7 @@ class Objective:
 def parse_objective(text: str, weight: float = 1.0) -> Objective:
     """Read ``"p95(ttft_ms) <= 200"`` into an Objective; ValueError when it cannot."""
     if not isinstance(text, str):
-        raise ValueError(f"an objective is a string like 'p95(ttft_ms) <= 200', not {text!r}")
+        raise InvalidArgument(f"an objective is a string like 'p95(ttft_ms) <= 200', not {text!r}")
     match = _OBJECTIVE.match(text)
     if match is None:
         raise _unreadable(text, _OBJECTIVE_SYNTAX)

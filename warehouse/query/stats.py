@@ -20,6 +20,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from warehouse.errors import InvalidArgument
+
 __all__ = [
     "DIRECTIONS",
     "Difference",
@@ -50,7 +52,7 @@ class Difference:
 
 def _check_level(level: float) -> None:
     if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise InvalidArgument(f"level must be in (0, 1), got {level!r}")
 
 
 def _z(level: float) -> float:
@@ -61,7 +63,7 @@ def _z(level: float) -> float:
 
 def _check_count(successes: int, n: int) -> None:
     if n < 0 or not 0 <= successes <= n:
-        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+        raise InvalidArgument(f"need 0 <= successes <= n, got successes={successes}, n={n}")
 
 
 def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -176,12 +178,12 @@ def quantile_difference(
     An arm empty after dropping NaNs makes everything NaN.
     """
     if not 0.0 < q < 1.0:
-        raise ValueError(f"q must be in (0, 1), got {q!r}")
+        raise InvalidArgument(f"q must be in (0, 1), got {q!r}")
     _check_level(level)
     if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples!r}")
+        raise InvalidArgument(f"resamples must be >= 1, got {resamples!r}")
     if max_sample < 1:
-        raise ValueError(f"max_sample must be >= 1, got {max_sample!r}")
+        raise InvalidArgument(f"max_sample must be >= 1, got {max_sample!r}")
     method = "bootstrap-percentile"
     arm_a, arm_b = _clean(a), _clean(b)
     if arm_a.size == 0 or arm_b.size == 0:
@@ -261,17 +263,19 @@ def drift(
       ``alert`` is ``consecutive >= alert_after``.
     """
     if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}; got {direction!r}")
+        raise InvalidArgument(
+            f"direction must be one of {', '.join(DIRECTIONS)}; got {direction!r}"
+        )
     if baseline < 2:
-        raise ValueError(f"baseline must be >= 2 windows, got {baseline!r}")
+        raise InvalidArgument(f"baseline must be >= 2 windows, got {baseline!r}")
     if not 0.0 < ewma_alpha <= 1.0:
-        raise ValueError(f"ewma_alpha must be in (0, 1], got {ewma_alpha!r}")
+        raise InvalidArgument(f"ewma_alpha must be in (0, 1], got {ewma_alpha!r}")
     if alert_after < 1:
-        raise ValueError(f"alert_after must be >= 1, got {alert_after!r}")
+        raise InvalidArgument(f"alert_after must be >= 1, got {alert_after!r}")
 
     needed = baseline if min_baseline is None else min_baseline
     if not 2 <= needed <= baseline:
-        raise ValueError(f"min_baseline must be between 2 and baseline, got {min_baseline!r}")
+        raise InvalidArgument(f"min_baseline must be between 2 and baseline, got {min_baseline!r}")
     x = np.asarray(values, dtype=np.float64).ravel().copy()
     n = x.size
     mean = np.full(n, np.nan)

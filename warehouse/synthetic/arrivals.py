@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from warehouse.errors import InvalidArgument
+
 __all__ = ["Arrivals", "arrivals", "rate_factor"]
 
 PEAK_HOUR_UTC = 15.0
@@ -39,7 +41,7 @@ def arrivals(
 ) -> Arrivals:
     """``n`` arrivals over ``[start_ms, start_ms + span_ms)``, probes among them."""
     if not 0 <= diurnal < 1:
-        raise ValueError(f"diurnal must be in [0, 1), got {diurnal!r}")
+        raise InvalidArgument(f"diurnal must be in [0, 1), got {diurnal!r}")
     probes = round(n * PROBE_SHARE)
     users = n - probes
     # Inverse-CDF sampling of the rate on a grid of (at most) one-minute cells.

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
+from warehouse.errors import InvalidArgument
 from warehouse.model import REQUESTS_SCHEMA
 from warehouse.synthetic.arrivals import arrivals
 from warehouse.synthetic.incidents import Incident
@@ -96,7 +97,7 @@ def request_batches(
     latencies follow the load it makes.
     """
     if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+        raise InvalidArgument(f"n must be >= 0, got {n}")
     if start is None:
         start = datetime.now(UTC).replace(microsecond=0) - span
     start_ms = int(start.timestamp() * 1000)
