@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -62,13 +63,43 @@ ClusterOption = Annotated[
 ]
 
 
-def main() -> None:
-    """Console entry point: warehouse errors become one line on stderr and exit code 1."""
+# typer exports BadParameter only; its bases are click's errors (which typer may vendor).
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (see :func:`run`)."""
+    sys.exit(run(argv))
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run one ``llmwh`` command line and return its exit code.
+
+    Bad input ends in one ``llmwh: error:`` line on stderr, never a traceback: a usage
+    error (exit 2), an error from the warehouse's error tree or a file that cannot be
+    read (exit 1).
+    """
+    # Drivers log what they then raise; the raised error is the one line said.
+    logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
     try:
-        app()
+        code = app(args=argv, prog_name="llmwh", standalone_mode=False)
+    except _CLICK_ERROR as exc:
+        return _fail(exc.format_message(), getattr(exc, "exit_code", 2))
+    except (typer.Abort, KeyboardInterrupt):
+        return _fail("interrupted", 130)
     except WarehouseError as exc:
-        typer.echo(f"llmwh: error: {exc}", err=True)
-        sys.exit(1)
+        return _fail(str(exc), 1)
+    except OSError as exc:
+        name = f" {exc.filename}" if exc.filename else ""
+        return _fail(f"cannot use{name}: {exc.strerror or exc}", 1)
+    except UnicodeDecodeError as exc:
+        return _fail(f"not UTF-8 text: {exc}", 1)
+    return code if isinstance(code, int) else 0
+
+
+def _fail(message: str, code: int) -> int:
+    typer.echo(f"llmwh: error: {' '.join(message.split())}", err=True)
+    return code
 
 
 # -- llmwh clickhouse ... ---------------------------------------------------------------
