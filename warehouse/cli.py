@@ -17,7 +17,7 @@ import typer
 from warehouse import cli_compare, cli_generate, cli_query
 from warehouse.auth import credentials
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
-from warehouse.config import Config, load_config
+from warehouse.config import load_config
 from warehouse.errors import (
     ConfigError,
     EmbeddedServerError,
@@ -25,12 +25,8 @@ from warehouse.errors import (
     StoreError,
     WarehouseError,
 )
-from warehouse.store import embedded, local_cluster, open_store
+from warehouse.store import embedded, local_cluster, open_store, schema
 from warehouse.store.base import Store
-from warehouse.store.cluster import LOCAL_SUFFIX, render_for_cluster
-from warehouse.store.cluster_migrations import ClusterMigrator
-from warehouse.store.migrations import Migrator, iter_plan
-from warehouse.store.retention import sync_ttls
 
 app = typer.Typer(
     name="llmwh",
@@ -201,19 +197,10 @@ def migrate_status(
     """List migrations and whether each is applied, pending or changed since."""
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
-    shard_urls = getattr(target, "shard_urls", None) or []
-    if shard_urls:
-        shards = [open_store(url) for url in shard_urls]
-        try:
-            report = ClusterMigrator(shards, target.cluster, config).status()
-        finally:
-            for shard in shards:
-                shard.close()
-    else:
-        report = [(target.url, Migrator(target, config).status())]
+    report = schema.status(target, config)
     bad = False
     for k, (url, states) in enumerate(report, 1):
-        typer.echo(f"shard {k}: {url}" if shard_urls else f"store: {url}")
+        typer.echo(f"shard {k}: {url}" if target.shard_urls else f"store: {url}")
         for state in states:
             when = f"  {state.applied_at:%Y-%m-%d %H:%M:%S}" if state.applied_at else ""
             typer.echo(f"  {state.version:04d}_{state.name:<24} {state.state}{when}")
@@ -232,18 +219,7 @@ def migrate_up(
     """Apply pending migrations in order (idempotent), then the TTL settings."""
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
-    if cluster or getattr(target, "cluster", None):
-        _migrate_cluster(target, cluster, config)
-        return
-    migrator = Migrator(target, config)
-    applied = migrator.up()
-    changes = sync_ttls(target, config)
-    if not applied and not changes:
-        typer.echo(f"{target.url}: up to date")
-    for migration in applied:
-        typer.echo(f"applied {migration.version:04d}_{migration.name}")
-    for change in changes:
-        typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
+    _say_update(target, schema.migrate(target, config, cluster), up_to_date=True)
 
 
 @migrate_app.command("plan")
@@ -258,54 +234,23 @@ def migrate_plan(
 ) -> None:
     """Print the SQL that `migrate up` would run, without running it."""
     config = load_config(config_file, store=store, data_dir=data)
-    migrator = Migrator(store_for(config), config)
-    chosen = migrator.migrations if all_migrations else migrator.pending()
-    if cluster:
-        for statement in _cluster_statements(migrator, cluster, chosen):
+    for migration, statements in schema.plan(store_for(config), config, cluster, all_migrations):
+        typer.echo(f"-- {migration.version:04d}_{migration.name}.sql")
+        for statement in statements:
             typer.echo(f"{statement};\n")
-        return
-    current = None
-    for migration, statement in iter_plan(migrator, chosen):
-        if migration is not current:
-            typer.echo(f"-- {migration.version:04d}_{migration.name}.sql")
-            current = migration
-        typer.echo(f"{statement};\n")
 
 
-def _migrate_cluster(target: Store, named: str | None, config: Config) -> None:
-    """`migrate up` on a cluster: every shard, in the mode Keeper allows."""
-    cluster = getattr(target, "cluster", None)
-    if named and cluster and named != cluster:
-        raise ConfigError(f"--cluster {named} but the store URL names cluster {cluster}")
-    if not cluster or not target.shard_urls:
-        raise ConfigError(
-            "to migrate a cluster, the store URL names it and its shards: "
-            "http://HOST:PORT/DB?cluster=NAME&shards=HOST1:PORT1,HOST2:PORT2 "
-            "(`llmwh clickhouse start --shards N` prints one); "
-            f"`llmwh migrate plan --cluster {named or 'NAME'}` prints the ON CLUSTER DDL instead"
-        )
-    shards = [open_store(url) for url in target.shard_urls]
-    try:
-        migrator = ClusterMigrator(shards, cluster, config)
-        typer.echo(f"cluster {cluster}, {len(shards)} shards: {migrator.mode}")
-        applied = migrator.up()
-        for shard in shards:
-            sync_ttls(shard, config, local_suffix=LOCAL_SUFFIX)
-    finally:
-        for shard in shards:
-            shard.close()
-    if not applied:
-        typer.echo(f"{target.url}: up to date on every shard")
-    for migration in applied:
-        typer.echo(f"applied {migration.version:04d}_{migration.name} on every shard")
-
-
-def _cluster_statements(migrator: Migrator, cluster: str, migrations: list) -> list[str]:
-    if migrator.dialect != "clickhouse":
-        raise ConfigError("--cluster applies to ClickHouse stores only")
-    every = [statement for _, statement in iter_plan(migrator, migrator.migrations)]
-    chosen = [statement for _, statement in iter_plan(migrator, migrations)]
-    return render_for_cluster(chosen, cluster, migrator.store.database, context=every)
+def _say_update(target: Store, update: schema.SchemaUpdate, up_to_date: bool = False) -> None:
+    """What a schema update did, a line each (``up_to_date``: say so when nothing)."""
+    where = " on every shard" if update.shards > 1 or target.cluster else ""
+    if target.cluster:
+        typer.echo(f"cluster {target.cluster}, {update.shards} shards: {update.mode}")
+    if up_to_date and not update.applied and not update.ttl_changes:
+        typer.echo(f"{target.url}: up to date{where}")
+    for migration in update.applied:
+        typer.echo(f"applied {migration.version:04d}_{migration.name}{where}")
+    for change in update.ttl_changes:
+        typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
 
 
 # -- llmwh serve --------------------------------------------------------------------------
@@ -415,13 +360,7 @@ def serve(
                 typer.echo(f"started the embedded ClickHouse on {info.data_dir} (pid {info.pid})")
             url = info.store_url()
         target = open_store(url)
-        if getattr(target, "cluster", None):
-            _migrate_cluster(target, None, config)
-        else:
-            for migration in Migrator(target, config).up():
-                typer.echo(f"applied migration {migration.version:04d}_{migration.name}")
-            for change in sync_ttls(target, config):
-                typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
+        _say_update(target, schema.migrate(target, config))
         receiver = Receiver(target, config)
         server = uvicorn.Server(
             uvicorn.Config(

@@ -23,9 +23,8 @@ from warehouse.query.run import ask
 from warehouse.query.sla import evaluate, scoped_filters
 from warehouse.query.slo import SLO, load_slo
 from warehouse.query.timerange import Instant, parse_duration, time_range
-from warehouse.store import Store, open_store
-from warehouse.store.migrations import Migration, Migrator
-from warehouse.store.retention import sync_ttls
+from warehouse.store import Store, open_store, schema
+from warehouse.store.migrations import Migration
 
 __all__ = ["Warehouse", "connect"]
 
@@ -40,10 +39,9 @@ class Warehouse:
         """When set, every read sees this tenant's requests only."""
 
     def migrate(self) -> list[Migration]:
-        """Apply pending schema migrations and the TTL settings; returns the migrations applied."""
-        applied = Migrator(self.store, self.config).up()
-        sync_ttls(self.store, self.config)
-        return applied
+        """Apply pending schema migrations and the TTL settings, on every shard of a
+        cluster the store URL names; returns the migrations applied."""
+        return schema.migrate(self.store, self.config).applied
 
     def insert_requests(self, rows: pa.Table) -> None:
         """Append per-request rows (see :data:`warehouse.model.REQUESTS_SCHEMA`)."""

@@ -25,10 +25,10 @@ import pyarrow.compute as pc
 import pytest
 from polling import poll_until
 
-from warehouse.connection import Warehouse
+from warehouse.connection import Warehouse, connect
 from warehouse.errors import StoreError
 from warehouse.ingest.events import encode_ndjson
-from warehouse.store import open_store
+from warehouse.store import open_store, schema
 from warehouse.store.local_cluster import shard_states, start_cluster, start_shard, stop_cluster
 from warehouse.synthetic import Incident, synthetic_requests
 from warehouse.synthetic.samples import remote_write_body
@@ -282,3 +282,36 @@ def test_a_shard_down_fails_writes_and_queries_loudly_and_loses_nothing(cluster,
         store.close()
         serve.terminate()
         serve.wait(timeout=60)
+
+
+def test_the_python_api_migrates_every_shard_of_a_cluster(cluster):
+    """Warehouse.migrate() on a cluster URL is `llmwh migrate up`: every shard gets every
+    migration, local tables with Distributed ones over them, and a second call is a no-op."""
+    _, started = cluster
+    database = f"api_{uuid.uuid4().hex[:8]}"
+    with connect(started.store_url(database)) as warehouse:
+        applied = warehouse.migrate()
+        assert [m.version for m in applied] == list(range(1, len(applied) + 1))
+        assert warehouse.migrate() == []
+        plan = schema.plan(warehouse.store, warehouse.config, every=True)
+    first_create = next(s for _, statements in plan for s in statements if "CREATE TABLE" in s)
+    assert "_local" in first_create  # the URL's cluster, without --cluster
+    for url in started.store_urls(database):
+        shard = open_store(url)
+        try:
+            versions = shard.query_arrow(f"SELECT count() AS n FROM {database}.schema_migrations")[
+                "n"
+            ][0].as_py()
+            engines = {
+                row["name"]: row["engine"]
+                for row in shard.query_arrow(
+                    "SELECT name, engine FROM system.tables WHERE database = {db:String} "
+                    "AND name IN ('requests', 'requests_local')",
+                    {"db": database},
+                ).to_pylist()
+            }
+            assert versions == len(applied)
+            assert engines == {"requests": "Distributed", "requests_local": "MergeTree"}
+        finally:
+            shard.command(f"DROP DATABASE IF EXISTS {database}")
+            shard.close()

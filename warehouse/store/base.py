@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
+
+from warehouse.store.url import StoreURL
 
 __all__ = ["Capabilities", "Parameters", "Settings", "Store"]
 
@@ -50,6 +52,10 @@ class Store(Protocol):
     url: str
     database: str
     capabilities: Capabilities
+    cluster: str | None
+    """The ClickHouse cluster the store URL names (``cluster=NAME``); None on one node."""
+    shard_urls: Sequence[StoreURL]
+    """With ``shards=HOST:PORT,...``: a store URL for each shard, for migrations."""
 
     def command(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None

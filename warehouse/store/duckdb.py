@@ -48,6 +48,8 @@ class DuckDBStore:
         self.url = url.redacted()
         self.database = url.database
         self.capabilities = CAPABILITIES
+        self.cluster: str | None = None
+        self.shard_urls: tuple[StoreURL, ...] = ()
         self._schema_found = False
 
     def command(
