@@ -17,7 +17,7 @@ import typer
 from warehouse import cli_compare, cli_generate, cli_query
 from warehouse.auth import credentials
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
-from warehouse.config import load_config
+from warehouse.config import load_config, parse_listen
 from warehouse.errors import (
     ConfigError,
     EmbeddedServerError,
@@ -343,7 +343,7 @@ def serve(
     from warehouse.ingest.app import Receiver
 
     config = load_config(config_file, store=store, data_dir=data, listen=listen)
-    host, port = _host_port(config.listen)
+    host, port = parse_listen(config.listen)
     if demo_rate <= 0:
         raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")
     owned = None
@@ -417,13 +417,6 @@ _DEMO_HINTS = """\
     llmwh timeseries -m p95_ttft_ms --by zone --since 3h --interval 15m
   (llmwh is .venv/bin/llmwh after `make run`; the README's "Try it" has more)
 """
-
-
-def _host_port(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--listen must be HOST:PORT, got {listen!r}")
-    return host.strip("[]"), int(port)
 
 
 def _watch_server(info: embedded.ServerInfo, server: object, died: list[str]) -> None:

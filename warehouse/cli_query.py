@@ -17,7 +17,7 @@ import polars as pl
 import typer
 
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
-from warehouse.config import load_config
+from warehouse.config import load_config, parse_listen
 from warehouse.connection import Warehouse
 from warehouse.errors import ConfigError
 from warehouse.query.result import Result
@@ -383,9 +383,13 @@ def _thresholds(thresholds: list[str] | None) -> dict[str, float]:
 @app.command("export")
 def export(
     slo: Annotated[
-        list[str],
-        typer.Option("--slo", help="SLOs to export: shipped names or TOML paths (repeat)"),
-    ],
+        list[str] | None,
+        typer.Option(
+            "--slo",
+            help="SLOs to export: shipped names or TOML paths (repeat; default: the slos "
+            "setting, else every shipped SLO)",
+        ),
+    ] = None,
     by: ByOption = None,
     listen: Annotated[
         str, typer.Option("--listen", help="Serve /metrics on HOST:PORT")
@@ -413,21 +417,20 @@ def export(
     from warehouse.exporters.http import serve_metrics
     from warehouse.exporters.sla import DEFAULT_WINDOWS, SLAExporter
     from warehouse.query import registry
-    from warehouse.query.slo import load_slo
+    from warehouse.query.slo import load_slo, shipped_slos
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"bad --listen {listen!r}: expected HOST:PORT")
-    slos = [load_slo(name, validate_measure=registry.measure) for name in _list(slo)]
+    host, port = parse_listen(listen)
     with _warehouse(store, data, config_file) as wh:
+        names = _list(slo) or _list([wh.config.slos or ""]) or shipped_slos()
+        slos = [load_slo(name, validate_measure=registry.measure) for name in names]
         exporter = SLAExporter(wh, slos, _list(by), _list(window) or DEFAULT_WINDOWS, top)
         exporter.refresh()
         metrics = CollectorRegistry()
         metrics.register(exporter)
         config = wh.config
         try:
-            server = serve_metrics(metrics, host, int(port), config.auth_token, config.basic_auth)
+            server = serve_metrics(metrics, host, port, config.auth_token, config.basic_auth)
         except OSError as exc:
             raise ConfigError(f"cannot listen on {listen}: {exc.strerror}") from None
         typer.echo(f"exporting {', '.join(s.name for s in slos)} on http://{listen}/metrics")

@@ -14,7 +14,7 @@ from typing import Any
 
 from warehouse.errors import ConfigError
 
-__all__ = ["Config", "load_config"]
+__all__ = ["Config", "load_config", "parse_listen"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,9 @@ class Config:
     scoped to it, and `sql` may read only the tenant-scoped tables (unset: all)."""
     tenant_header: str | None = None
     """Request header whose value fills `tenant` (multi-tenant mode), e.g. X-Scope-OrgID."""
+    slos: str | None = None
+    """SLOs `llmwh export` serves when --slo is not given: shipped names or TOML paths,
+    comma-separated (unset: every shipped SLO)."""
 
     def ttl_variables(self) -> dict[str, int]:
         """The TTL settings by name, as migration templates use them."""
@@ -169,3 +172,11 @@ def _coerce(name: str, kind: str, value: Any) -> Any:
     if not isinstance(value, str):
         raise ConfigError(f"setting {name} must be a string, got {value!r}")
     return value
+
+
+def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as (host, port); ``option`` names it in errors."""
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{option} must be HOST:PORT with a port from 1 to 65535, got {value!r}")
+    return host.strip("[]"), int(port)

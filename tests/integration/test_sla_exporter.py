@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from warehouse import Warehouse
 from warehouse.exporters.sla import SLAExporter
-from warehouse.query.slo import load_slo
+from warehouse.query.slo import load_slo, shipped_slos
 from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
@@ -260,5 +260,30 @@ def test_llmwh_export_refuses_a_bad_listen_address(tmp_path):
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        "llmwh: error: bad --listen 'nowhere': expected HOST:PORT"
+        "llmwh: error: --listen must be HOST:PORT with a port from 1 to 65535, got 'nowhere'"
     ]
+
+
+@pytest.mark.parametrize(
+    ("slos_setting", "expected"),
+    [(None, set(shipped_slos())), ("code-completion", {"code-completion"})],
+    ids=["every shipped SLO", "the slos setting"],
+)
+def test_llmwh_export_without_slo_serves_the_configured_slos(
+    served, tmp_path, slos_setting, expected
+):
+    url, port = served
+    command = [sys.executable, "-m", "warehouse", "export", "--store", url,
+               "--listen", f"127.0.0.1:{port}"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+    if slos_setting:
+        env["LLMWH_SLOS"] = slos_setting
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        text = served_metrics(process, f"http://127.0.0.1:{port}/metrics")
+        assert set(re.findall(r'llmwh_exporter_up\{slo="([^"]+)"\} 1.0', text)) == expected
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
