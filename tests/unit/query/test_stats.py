@@ -76,9 +76,20 @@ def test_wilson_of_nothing_is_nan():
     assert all(math.isnan(bound) for bound in wilson_interval(0, 0))
 
 
-@pytest.mark.parametrize(("successes", "n", "level"), [(5, 3, 0.95), (-1, 3, 0.95), (1, 3, 1.0)])
-def test_wilson_rejects_impossible_input(successes, n, level):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("successes", "n", "level", "named"),
+    [
+        (5, 3, 0.95, "successes"),
+        (-1, 3, 0.95, "successes"),
+        (0, -1, 0.95, "successes"),
+        (1, 3, 1.0, "level"),
+        (1, 3, 0.0, "level"),
+    ],
+)
+def test_wilson_rejects_impossible_input(successes, n, level, named):
+    # Refused by name, before any arithmetic could fail on it (the square root of a
+    # negative variance is a ValueError too, but not this one).
+    with pytest.raises(ValueError, match=named):
         wilson_interval(successes, n, level)
 
 
@@ -205,6 +216,52 @@ def test_quantile_difference_bootstrap_matches_a_naive_bootstrap():
     assert result.high == pytest.approx(naive_high, abs=0.05)
 
 
+def replayed_bootstrap(a, b, q, level, resamples, seed, max_sample):
+    """The percentile bootstrap by the book, from the draws quantile_difference is
+    documented to make: ``np.random.default_rng(seed)``; an arm larger than
+    ``max_sample`` subsampled without replacement, then arm a's resamples and arm b's,
+    each a row of indices (int32) into the sorted arm. Each resample's quantile here is
+    numpy's own, of the gathered values. Returns (low, high, p-value, how many
+    resampled differences are exactly 0)."""
+    rng = np.random.default_rng(seed)
+    arms = []
+    for arm in (a, b):
+        if arm.size > max_sample:
+            arm = rng.choice(arm, size=max_sample, replace=False)
+        arms.append(np.sort(arm))
+    boot = []
+    for arm in arms:
+        index = rng.integers(0, arm.size, size=(resamples, arm.size), dtype=np.int32)
+        boot.append(np.quantile(arm[index], q, axis=1))
+    diffs = boot[1] - boot[0]
+    tail = (1 - level) / 2
+    low, high = np.quantile(diffs, [tail, 1 - tail])
+    p_value = min(1.0, 2 * min(np.mean(diffs <= 0), np.mean(diffs >= 0)))
+    return low, high, p_value, int((diffs == 0).sum())
+
+
+@pytest.mark.parametrize(
+    ("q", "ties"),
+    [(0.5, False), (0.9, False), (0.99, False), (0.5, True), (0.9, True)],
+    ids=["p50", "p90", "p99", "p50-tied", "p90-tied"],
+)
+@pytest.mark.parametrize("max_sample", [200_000, 120], ids=["whole", "subsampled"])
+def test_quantile_difference_is_the_percentile_bootstrap_of_its_seeded_draws(q, ties, max_sample):
+    # Exactly, not just in distribution: the same draws through numpy's quantile give
+    # the same bounds and p-value. Values rounded to 0.1 make some resampled
+    # differences exactly 0, which the p-value's "<= 0" and ">= 0" both count.
+    rng = np.random.default_rng(21)
+    a, b = rng.normal(0.0, 1.0, 150), rng.normal(0.4, 1.0, 101)
+    if ties:
+        a, b = np.round(a, 1), np.round(b, 1)
+    result = quantile_difference(a, b, q, level=0.9, resamples=400, seed=5, max_sample=max_sample)
+    low, high, p_value, zeros = replayed_bootstrap(a, b, q, 0.9, 400, 5, max_sample)
+    assert (result.low, result.high) == pytest.approx((low, high), rel=1e-12, abs=1e-12)
+    assert result.p_value == pytest.approx(p_value, abs=1e-12)
+    assert 0.0 < result.p_value < 1.0  # a p-value the formula decides, not a clamp
+    assert (zeros > 0) == ties
+
+
 def test_quantile_difference_drops_nans():
     rng = np.random.default_rng(5)
     a, b = rng.normal(0.0, 1.0, 1000), rng.normal(0.2, 1.0, 1000)
@@ -220,6 +277,8 @@ def test_quantile_difference_subsamples_large_arms_for_the_bootstrap_only():
     assert small.estimate == full.estimate
     assert small.high - small.low > 2 * (full.high - full.low)
     assert small == quantile_difference(a, b, 0.5, resamples=300, max_sample=1000)
+    # Only arms with *more* than max_sample values are subsampled.
+    assert quantile_difference(a, b, 0.5, resamples=300, max_sample=a.size) == full
 
 
 def test_quantile_difference_of_an_empty_arm_is_nan():
@@ -355,6 +414,70 @@ def test_drift_consecutive_resets_after_a_quiet_window():
     assert result.consecutive[39:44].tolist() == [0, 1, 2, 0, 1]
     assert not result.alert.any()
     assert drift(values, alert_after=2, **quiet_ewma).alert.tolist().count(True) == 1
+
+
+def test_drift_defaults_are_z_beyond_3_and_ewma_limits_3_sigma_wide_at_alpha_0_3():
+    values = np.array([0.0, 1.0, 2.0] * 4 + [0.0])  # a 12-window baseline, then a probe
+    spread = values[:12].std(ddof=1)
+    values[12] = 1.0 + 3.5 * spread  # z = 3.5
+    result = drift(values)
+    assert np.isnan(result.z[11]) and result.z[12] == pytest.approx(3.5)
+    assert result.ewma_upper[12] == pytest.approx(1.0 + 3.0 * spread * math.sqrt(0.3 / 1.7))
+    assert result.ewma[12] < result.ewma_upper[12]  # so the z-score alone breaches
+    assert result.breach[12]
+
+
+def test_drift_a_z_exactly_at_the_threshold_does_not_breach():
+    # Baseline 0, 1, 2: mean 1, sample sd 1, so 4 and -2 are exactly 3 sd away.
+    quiet_ewma = {"baseline": 3, "ewma_width": 1e9, "direction": "both"}
+    for probe, z in ((4.0, 3.0), (-2.0, -3.0)):
+        result = drift(np.array([0.0, 1.0, 2.0, probe]), **quiet_ewma)
+        assert result.z[3] == z and not result.breach[3]
+        nudged = drift(np.array([0.0, 1.0, 2.0, probe + np.sign(z) * 1e-9]), **quiet_ewma)
+        assert nudged.breach[3]
+
+
+def test_drift_a_nan_window_after_a_flat_baseline_has_no_z_and_does_not_breach():
+    result = drift(np.array([5.0, 5.0, 5.0, np.nan]), baseline=3, direction="both")
+    assert np.isnan(result.z[3]) and not result.breach[3]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"baseline": 1}, "baseline"),
+        ({"ewma_alpha": 0.0}, "ewma_alpha"),
+        ({"ewma_alpha": 1.5}, "ewma_alpha"),
+        ({"alert_after": 0}, "alert_after"),
+        ({"baseline": 4, "min_baseline": 1}, "min_baseline"),
+        ({"baseline": 4, "min_baseline": 5}, "min_baseline"),
+    ],
+)
+def test_drift_refuses_parameters_outside_their_ranges(arguments, named):
+    with pytest.raises(ValueError, match=named):
+        drift(np.ones(5), **arguments)
+
+
+def test_drift_takes_the_edges_of_its_parameter_ranges():
+    values = noisy_step(size=20, step_at=10)
+    edges = drift(values, baseline=2, ewma_alpha=1.0, alert_after=1, min_baseline=2)
+    assert edges.ewma.tolist() == values.tolist()  # alpha 1: the EWMA is the value
+    assert edges.alert.tolist() == edges.breach.tolist()  # one breach is an alert
+    assert edges.alert[10]
+
+
+def test_quantile_difference_refuses_parameters_outside_their_ranges():
+    a, b = np.arange(5.0), np.arange(5.0)
+    for arguments, named in (
+        ({"level": 0.0}, "level"),
+        ({"level": 1.0}, "level"),
+        ({"resamples": 0}, "resamples"),
+        ({"max_sample": 0}, "max_sample"),
+    ):
+        with pytest.raises(ValueError, match=named):
+            quantile_difference(a, b, 0.5, **arguments)
+    one = quantile_difference(a, b, 0.5, resamples=1, max_sample=1)  # the least allowed
+    assert one.low == one.high  # one resampled difference
 
 
 def test_drift_rejects_an_unknown_direction():
