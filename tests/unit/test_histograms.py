@@ -1,8 +1,17 @@
 """Rollup histograms: keys are bucket * 2 + ok, folded back into buckets to be read."""
 
-import numpy as np
+import math
 
-from warehouse.model import bucket_bounds, fold_histogram, histogram_quantiles
+import numpy as np
+import pytest
+
+from warehouse.model import (
+    bucket_bounds,
+    fold_histogram,
+    histogram_quantiles,
+    histogram_share_below,
+    latency_bucket,
+)
 
 
 def test_folding_adds_the_two_halves_of_each_bucket_and_keeps_groups_apart():
@@ -15,6 +24,19 @@ def test_folding_adds_the_two_halves_of_each_bucket_and_keeps_groups_apart():
     assert counts.tolist() == [5.0, 2.0, 5.0]
 
 
+def test_folding_keeps_each_groups_buckets_apart_in_any_arrangement():
+    # group 0: buckets 1 (ok and failed), 2 and 4; group 1: bucket 5 alone; group 2:
+    # bucket 5 again (ok and failed); group 3: nothing, at the end.
+    offsets, buckets, counts = fold_histogram(
+        np.array([0, 4, 5, 7, 7]),
+        np.array([2, 3, 5, 8, 11, 10, 11]),
+        np.array([1, 2, 3, 4, 5, 6, 7]),
+    )
+    assert offsets.tolist() == [0, 3, 4, 5, 5]
+    assert buckets.tolist() == [1, 2, 4, 5, 5]
+    assert counts.tolist() == [3.0, 3.0, 4.0, 5.0, 13.0]
+
+
 def test_an_empty_group_stays_empty():
     offsets, buckets, counts = fold_histogram(
         np.array([0, 0, 2]), np.array([4, 5]), np.array([1, 1])
@@ -24,3 +46,42 @@ def test_an_empty_group_stays_empty():
     assert np.isnan(values[0, 0])
     low, high = bucket_bounds(2)
     assert low <= values[1, 0] < high
+
+
+# -- buckets ------------------------------------------------------------------------------
+
+
+def test_buckets_start_at_a_hundredth_of_a_millisecond_and_grow_by_2_percent():
+    """The resolution every stored rollup histogram was written with (the rollups compute
+    the same buckets in SQL): changing it would misread all of them."""
+    assert bucket_bounds(0) == (0.0, 0.01)
+    assert bucket_bounds(1) == pytest.approx((0.01, 0.0102))
+    for k in (1, 2, 250, 1000):
+        low, high = bucket_bounds(k)
+        assert high / low == pytest.approx(1.02)
+        assert bucket_bounds(k + 1)[0] == pytest.approx(high)  # no gaps, no overlaps
+
+
+def test_a_latency_falls_in_the_bucket_whose_bounds_hold_it():
+    values = np.geomspace(0.0101, 1e7, 5_000)  # clear of the bounds themselves
+    for value, bucket in zip(values, latency_bucket(values).tolist(), strict=True):
+        low, high = bucket_bounds(bucket)
+        assert low <= value < high, (value, bucket)
+
+
+def test_below_a_hundredth_of_a_millisecond_is_bucket_0_and_the_last_bucket_holds_the_rest():
+    assert latency_bucket(np.array([0.0, 0.005, 0.00999, 0.01])).tolist() == [0, 0, 0, 1]
+    assert latency_bucket(np.array([math.inf])).tolist() == [65535]  # uint16's largest
+
+
+def test_the_share_below_a_threshold_counts_part_of_the_bucket_it_falls_in():
+    low, high = bucket_bounds(300)
+    histogram = {0: 10, 300: 20, 400: 30}
+    # Values are taken as spread evenly within a bucket.
+    assert histogram_share_below(histogram, low + 0.25 * (high - low)) == pytest.approx(15 / 60)
+    assert histogram_share_below(histogram, (low + high) / 2) == pytest.approx(20 / 60)
+    assert histogram_share_below(histogram, high) == pytest.approx(30 / 60)
+    assert histogram_share_below(histogram, 0.0) == 0.0
+    assert histogram_share_below(histogram, bucket_bounds(400)[1]) == pytest.approx(1.0)
+    assert math.isnan(histogram_share_below({}, 5.0))
+    assert math.isnan(histogram_share_below({300: 0}, 5.0))
