@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import sys
-import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -17,15 +15,15 @@ import typer
 from warehouse import cli_compare, cli_generate, cli_query
 from warehouse.auth import credentials
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
-from warehouse.config import load_config, parse_listen
+from warehouse.config import Config, load_config, parse_listen
 from warehouse.errors import (
     ConfigError,
-    EmbeddedServerError,
     IngestError,
     StoreError,
     WarehouseError,
 )
-from warehouse.store import embedded, local_cluster, open_store, schema
+from warehouse.ingest.server import run_receiver
+from warehouse.store import discovery, embedded, local_cluster, open_store, schema
 from warehouse.store.base import Store
 
 app = typer.Typer(
@@ -338,38 +336,12 @@ def serve(
     Runs in the foreground until Ctrl-C or SIGTERM; then it drains the receiver (every
     acknowledged write is committed) and stops the server it started.
     """
-    import uvicorn
-
-    from warehouse.ingest.app import Receiver
-
     config = load_config(config_file, store=store, data_dir=data, listen=listen)
     host, port = parse_listen(config.listen)
     if demo_rate <= 0:
         raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")
-    owned = None
-    traffic = None
-    url = config.store
-    try:
-        cluster = local_cluster.cluster_status(config.data_dir) if url is None else None
-        if cluster is not None:
-            url = cluster.store_url()
-        if url is None:
-            info = embedded.server_status(config.data_dir)
-            if info is None:
-                info = owned = embedded.start_server(config.data_dir, http_port, tcp_port)
-                typer.echo(f"started the embedded ClickHouse on {info.data_dir} (pid {info.pid})")
-            url = info.store_url()
-        target = open_store(url)
+    with discovery.store_or_start(config, http_port, tcp_port, say=typer.echo) as (target, own):
         _say_update(target, schema.migrate(target, config))
-        receiver = Receiver(target, config)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                receiver, host=host, port=port, lifespan="on", log_level="warning", access_log=False
-            )
-        )
-        died: list[str] = []
-        if owned is not None:
-            _watch_server(owned, server, died)
         typer.echo(
             f"warehouse ready: store {target.url}\n"
             f"  remote write:  http://{host}:{port}/api/v1/write\n"
@@ -377,36 +349,33 @@ def serve(
             + (_DEMO_HINTS if demo else f"  try: {_program()} migrate status\n")
             + "Ctrl-C stops it."
         )
-        if demo:
-            from warehouse.demo import DemoTraffic
+        with _demo_traffic(demo, target, config, host, port, demo_rate):
+            run_receiver(target, config, host, port, watch=own.data_dir if own else None)
 
-            loopback = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-            traffic = DemoTraffic(
-                f"http://{loopback}:{port}",
-                target,
-                rate=demo_rate,
-                headers=credentials(config.auth_token, config.basic_auth),
-                say=typer.echo,
-            )
-            traffic.start()
-        # uvicorn handles SIGINT/SIGTERM itself (draining the receiver), then re-raises
-        # the signal into the handlers it found: make those ours, so that the `finally`
-        # below still stops the embedded server.
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-        signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
-        with contextlib.suppress(KeyboardInterrupt):
-            server.run()
-        if not server.started:
-            raise ConfigError(f"the receiver could not listen on {host}:{port} (in use?)")
-        if died:
-            owned = None
-            raise EmbeddedServerError(died[0])
+
+@contextlib.contextmanager
+def _demo_traffic(
+    on: bool, target: Store, config: Config, host: str, port: int, rate: float
+) -> Iterator[None]:
+    """With ``--demo``: synthetic traffic into the receiver while the block runs."""
+    if not on:
+        yield
+        return
+    from warehouse.demo import DemoTraffic
+
+    loopback = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    traffic = DemoTraffic(
+        f"http://{loopback}:{port}",
+        target,
+        rate=rate,
+        headers=credentials(config.auth_token, config.basic_auth),
+        say=typer.echo,
+    )
+    traffic.start()
+    try:
+        yield
     finally:
-        if traffic is not None:
-            traffic.stop()
-        if owned is not None:
-            embedded.stop_server(owned.data_dir)
-            typer.echo("stopped the embedded ClickHouse")
+        traffic.stop()
 
 
 _DEMO_HINTS = """\
@@ -417,24 +386,6 @@ _DEMO_HINTS = """\
     llmwh timeseries -m p95_ttft_ms --by zone --since 3h --interval 15m
   (llmwh is .venv/bin/llmwh after `make run`; the README's "Try it" has more)
 """
-
-
-def _watch_server(info: embedded.ServerInfo, server: object, died: list[str]) -> None:
-    """Stop the receiver when the embedded ClickHouse under it goes away."""
-
-    def watch() -> None:
-        while not getattr(server, "should_exit", False):
-            if embedded.server_status(info.data_dir) is None:
-                died.append(f"the embedded ClickHouse stopped; see {info.data_dir}/server.log")
-                server.should_exit = True  # type: ignore[attr-defined]
-                return
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, name="llmwh-server-watch", daemon=True).start()
-
-
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def _program() -> str:

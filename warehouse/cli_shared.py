@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from warehouse.config import Config
-from warehouse.errors import ConfigError
-from warehouse.store import Store, embedded, local_cluster, open_store
+from warehouse.store import Store, discovery
 
 __all__ = ["ConfigOption", "DataOption", "StoreOption", "store_for"]
 
@@ -32,22 +31,6 @@ ConfigOption = Annotated[
 
 
 def store_for(config: Config, read_only: bool = False) -> Store:
-    """The store ``config`` names, else the embedded server running on its data directory.
-
-    ``read_only`` opens DuckDB files read-only (ClickHouse enforces it per query).
-    """
-    if config.store:
-        url = config.store
-        if read_only and url.startswith("duckdb:"):
-            url += ("&" if "?" in url else "?") + "read_only=true"
-        return open_store(url)
-    cluster = local_cluster.cluster_status(config.data_dir)
-    if cluster is not None:
-        return open_store(cluster.store_url())
-    info = embedded.server_status(config.data_dir)
-    if info is None:
-        raise ConfigError(
-            f"no --store given and no embedded ClickHouse runs on {config.data_dir}: start one "
-            "with `llmwh clickhouse start` (or `llmwh serve`), or pass --store URL"
-        )
-    return open_store(info.store_url())
+    """The store ``config`` names, else the embedded server running on its data directory
+    (:func:`warehouse.store.discovery.find_store`)."""
+    return discovery.find_store(config, read_only)

@@ -1,0 +1,80 @@
+"""The receiver served over HTTP in the foreground, as ``llmwh serve`` runs it.
+
+uvicorn serves the :class:`~warehouse.ingest.app.Receiver` until SIGINT or SIGTERM and
+then drains it: every acknowledged write is committed before :func:`run_receiver`
+returns. When the receiver stands on an embedded ClickHouse that this process
+started, a watchdog stops the receiver as soon as that server goes away, rather than
+answering every write with 503.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from pathlib import Path
+
+from warehouse.config import Config
+from warehouse.errors import ConfigError, EmbeddedServerError
+from warehouse.store import embedded
+from warehouse.store.base import Store
+
+__all__ = ["run_receiver"]
+
+
+def run_receiver(
+    store: Store, config: Config, host: str, port: int, watch: Path | None = None
+) -> None:
+    """Serve the receiver on ``host:port`` until SIGINT or SIGTERM, then drain it.
+
+    ``watch``: the data directory of an embedded server to stop with. Raises
+    :class:`ConfigError` when the address cannot be listened on and
+    :class:`EmbeddedServerError` when the watched server went away.
+    """
+    import uvicorn
+
+    from warehouse.ingest.app import Receiver
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            Receiver(store, config),
+            host=host,
+            port=port,
+            lifespan="on",
+            log_level="warning",
+            access_log=False,
+        )
+    )
+    died: list[str] = []
+    if watch is not None:
+        _watch_server(watch, server, died)
+    # uvicorn handles SIGINT/SIGTERM itself (draining the receiver), then re-raises the
+    # signal into the handlers it found: make those ours, so that the caller's cleanup
+    # (stopping the embedded server) still runs.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        raise ConfigError(f"the receiver could not listen on {host}:{port} (in use?)")
+    if died:
+        raise EmbeddedServerError(died[0])
+
+
+def _watch_server(data_dir: Path, server: object, died: list[str]) -> None:
+    """Stop the receiver when the embedded ClickHouse under it goes away."""
+
+    def watch() -> None:
+        while not getattr(server, "should_exit", False):
+            if embedded.server_status(data_dir) is None:
+                died.append(f"the embedded ClickHouse stopped; see {data_dir}/server.log")
+                server.should_exit = True  # type: ignore[attr-defined]
+                return
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="llmwh-server-watch", daemon=True).start()
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
