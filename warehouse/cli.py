@@ -15,7 +15,7 @@ import typer
 from warehouse import cli_compare, cli_generate, cli_query
 from warehouse.auth import credentials
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
-from warehouse.config import Config, load_config, parse_listen
+from warehouse.config import Config, load_config, parse_listen, setting_help
 from warehouse.errors import (
     ConfigError,
     IngestError,
@@ -32,9 +32,15 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Help texts are wrapped to the terminal, not where the docstrings break lines.
+    rich_markup_mode="markdown",
 )
-clickhouse_app = typer.Typer(help="The embedded ClickHouse server.", no_args_is_help=True)
-migrate_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
+clickhouse_app = typer.Typer(
+    help="The embedded ClickHouse server.", no_args_is_help=True, rich_markup_mode="markdown"
+)
+migrate_app = typer.Typer(
+    help="Schema migrations.", no_args_is_help=True, rich_markup_mode="markdown"
+)
 app.add_typer(clickhouse_app, name="clickhouse")
 app.add_typer(migrate_app, name="migrate")
 app.add_typer(cli_query.app)
@@ -306,7 +312,7 @@ def ingest(
 
 ListenOption = Annotated[
     str | None,
-    typer.Option("--listen", help="Receiver address HOST:PORT [default: 127.0.0.1:9201]"),
+    typer.Option("--listen", help=setting_help("listen"), show_default=False),
 ]
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["app"]
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 OUTPUT_FORMATS = ("table", "json")
 

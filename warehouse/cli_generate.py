@@ -21,7 +21,7 @@ from warehouse.synthetic.send import ENDPOINTS, Sender
 
 __all__ = ["app"]
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 _FILE_FORMATS = {".ndjson": "ndjson", ".jsonl": "ndjson", ".json": "ndjson", ".parquet": "parquet"}
 

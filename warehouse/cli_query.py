@@ -25,7 +25,7 @@ from warehouse.render import FORMATS, footer_to_stderr, write_result
 
 __all__ = ["app"]
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 DEFAULT_MEASURES = "count,error_rate,p95_ttft_ms,p95_tpot_ms,p95_e2e_ms"
 

@@ -7,23 +7,16 @@ from typing import Annotated
 
 import typer
 
-from warehouse.config import Config
+from warehouse.config import Config, setting_help
 from warehouse.store import Store, discovery
 
 __all__ = ["ConfigOption", "DataOption", "StoreOption", "store_for"]
 
 StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        help="Store URL (http://host:8123/db, chdb:///path, duckdb:///file.duckdb). "
-        "Default: $LLMWH_STORE, else the embedded server on --data.",
-        show_default=False,
-    ),
+    str | None, typer.Option("--store", help=setting_help("store"), show_default=False)
 ]
 DataOption = Annotated[
-    str | None,
-    typer.Option("--data", help="Data directory of the embedded server [default: ./llmwh-data]"),
+    str | None, typer.Option("--data", help=setting_help("data_dir"), show_default=False)
 ]
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="TOML settings file [default: ./llmwh.toml]")

@@ -6,15 +6,19 @@ names as below at its top level (``requests_ttl_days = 30``).
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
+from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from warehouse.errors import ConfigError
 
-__all__ = ["Config", "load_config", "parse_listen"]
+__all__ = ["Config", "load_config", "parse_listen", "setting_help"]
 
 
 @dataclass(frozen=True)
@@ -22,9 +26,10 @@ class Config:
     """Resolved settings; each field's docstring is its help text."""
 
     store: str | None = None
-    """Store URL; unset means the embedded server on ``data_dir``."""
+    """Store URL (http://host:8123/db, chdb:///path, duckdb:///file.duckdb); unset: the
+    embedded server (or local cluster) running on data_dir."""
     data_dir: str = "./llmwh-data"
-    """Where the embedded ClickHouse keeps its data and server.json."""
+    """Data directory of the embedded ClickHouse (its data and server.json)."""
     requests_ttl_days: int = 90
     """Days raw per-request rows are kept (ClickHouse TTL)."""
     samples_ttl_days: int = 30
@@ -180,3 +185,27 @@ def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{option} must be HOST:PORT with a port from 1 to 65535, got {value!r}")
     return host.strip("[]"), int(port)
+
+
+def setting_help(name: str) -> str:
+    """A setting's help text, for ``--help``: its docstring on one line and its default."""
+    field = next(f for f in fields(Config) if f.name == name)
+    default = "unset" if field.default in (None, MISSING) else field.default
+    return f"{_docstrings()[name]} [default: {default}]"
+
+
+@cache
+def _docstrings() -> dict[str, str]:
+    """Each field's docstring (the string after it in the class body), lines joined."""
+    body = ast.parse(inspect.getsource(Config)).body[0].body
+    found = {}
+    for field, doc in pairwise(body):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant)
+            and isinstance(doc.value.value, str)
+        ):
+            found[field.target.id] = " ".join(doc.value.value.split())
+    return found

@@ -79,3 +79,18 @@ def test_every_request_field_is_documented_in_the_readme():
     text = README.read_text()
     for name in [*REQUESTS_SCHEMA.names, *ERROR_CLASSES]:
         assert f"`{name}`" in text, name
+
+
+def test_every_setting_has_a_help_text_with_its_default():
+    """--help texts come from the settings' docstrings, with the code's default."""
+    from dataclasses import fields
+
+    from warehouse.config import setting_help
+
+    for field in fields(Config):
+        text = setting_help(field.name)
+        default = "unset" if field.default is None else field.default
+        assert text.endswith(f"[default: {default}]"), text
+        assert len(text) > len(f" [default: {default}]") + 10, f"{field.name} has no help"
+        assert "\n" not in text
+    assert setting_help("listen").startswith("Address the receiver listens on (HOST:PORT).")
