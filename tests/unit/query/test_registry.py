@@ -1,0 +1,60 @@
+"""The registry: what each measure and dimension name means, the levels of percentiles
+and the good-request rule of attainment."""
+
+from __future__ import annotations
+
+import pytest
+
+from warehouse.errors import QueryError
+from warehouse.model import LATENCY_COLUMNS, ROLLUP_LATENCIES, TOKEN_COLUMNS
+from warehouse.query.registry import PERCENTILES, dimension, good_count, measure
+
+
+@pytest.mark.parametrize("digits", ["50", "75", "90", "95", "99", "999"])
+def test_a_percentile_measure_is_the_quantile_its_digits_name(digits):
+    level = float(f"0.{digits}")  # p95 is the 0.95 quantile, p999 the 0.999
+    assert PERCENTILES[digits] == level
+    for column in LATENCY_COLUMNS:
+        asked = measure(f"p{digits}_{column}")
+        assert (asked.level, asked.column, asked.is_percentile) == (level, column, True)
+        assert (asked.rollup is not None) == (column in ROLLUP_LATENCIES)
+
+
+def test_averages_and_sums_read_their_own_column():
+    for column in LATENCY_COLUMNS:
+        average = measure(f"avg_{column}")
+        assert average.raw == f"avg(toFloat64({column}))"
+        assert (average.rollup is not None) == (column in ROLLUP_LATENCIES)
+        assert average.rollup is None or f"sum({column}_sum)" in average.rollup
+    for column in TOKEN_COLUMNS:
+        assert measure(f"avg_{column}").raw == f"avg(toFloat64({column}))"
+        total = measure(f"sum_{column}")
+        assert f"sum(toUInt64({column}))" in total.raw
+        # The rollups keep sums of every token count but the context window.
+        assert (total.rollup is None) == (column == "max_context_tokens")
+    assert not measure("avg_ttft_ms").is_percentile and not measure("count").needs_thresholds
+
+
+@pytest.mark.parametrize("name", ["avg_status", "sum_ttft_ms", "avg_", "p95_status"])
+def test_a_name_that_only_looks_like_a_measure_is_unknown(name):
+    with pytest.raises(QueryError, match="unknown measure"):
+        measure(name)
+
+
+def test_an_attrs_key_is_a_dimension_that_no_rollup_keeps():
+    for spelled in ("attrs['gpu']", 'attrs["gpu"]', "attrs.gpu"):
+        gpu = dimension(spelled)
+        assert (gpu.name, gpu.sql, gpu.in_rollup) == ("gpu", "coalesce(attrs['gpu'], '')", False)
+        assert gpu.qualified("r") == "coalesce(r.attrs['gpu'], '')"
+    assert dimension("zone").qualified("r") == "r.zone"
+    assert dimension("is_probe").in_rollup and not dimension("http_status").in_rollup
+
+
+def test_a_good_request_is_ok_and_within_every_threshold_a_missing_tpot_meets_its_own():
+    """As in vLLM's serving benchmark: a request with one output token has no TPOT and
+    meets a TPOT threshold; a request missing any other latency fails its threshold."""
+    sql = good_count({"ttft_ms": "300", "tpot_ms": "50"}, rollup=False)
+    assert sql == (
+        "countIf(status = 'ok' AND coalesce(ttft_ms <= 300, false)"
+        " AND coalesce(tpot_ms <= 50, true))"
+    )
