@@ -126,6 +126,53 @@ def test_an_slo_is_evaluated_window_by_window(loaded):
     assert row["burn_rate_30m"] > row["burn_rate_1h"]  # the errors are recent
 
 
+GAPS_SLO = """
+name = "gaps"
+target = 0.9
+window = "5m"
+period = "2h"
+burn_windows = ["30m"]
+
+[scope]
+service = "chat"
+
+[[objectives]]
+objective = "p95(tpot_ms) <= 1000"
+
+[[objectives]]
+objective = "p95(ttft_ms) <= 200"
+
+[[objectives]]
+objective = "p95(ttft_ms) <= 1000"
+"""
+
+
+def test_a_window_without_a_measure_is_no_evidence_against_its_objective(migrated, tmp_path):
+    """Windows 12-23 answer in one token each, so have no TPOT: they still comply with
+    the TPOT objective. Two objectives on one measure get a column each."""
+    table, arrays = window_traffic()
+    chat = arrays["window"] < 12
+    tpot = np.concatenate([np.where(chat, 10.0, np.nan), np.full(table.num_rows - chat.size, 10.0)])
+    migrated.insert_arrow(
+        "requests", with_columns(table, tpot_ms=pa.array(tpot, mask=np.isnan(tpot)))
+    )
+    path = tmp_path / "gaps.toml"
+    path.write_text(GAPS_SLO)
+    row = Warehouse(migrated).sla(path, since=SINCE, until=UNTIL, exact=True).row(0, named=True)
+    ttft_held = np.array(
+        [np.percentile(arrays["ttft"][arrays["window"] == w], 95) <= 200 for w in range(WINDOWS)]
+    )
+    assert ttft_held.sum() == 18  # the layout of window_traffic
+    assert row["windows"] == WINDOWS
+    assert row["compliance"] == pytest.approx(ttft_held.mean())  # TPOT never counts against
+    assert row["score"] == pytest.approx((1 + ttft_held.mean() + 1) / 3)
+    assert (row["p95_tpot_ms_ok"], row["p95_ttft_ms_ok"], row["p95_ttft_ms_ok_2"]) == (
+        True,
+        row["p95_ttft_ms"] <= 200,
+        True,
+    )
+
+
 def test_groups_and_filters_narrow_the_scope(loaded):
     wh, path, _ = loaded
     by_model = wh.sla(path, by=["model"], since=SINCE, until=UNTIL, exact=True)
