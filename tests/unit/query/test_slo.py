@@ -211,6 +211,12 @@ def test_objective_holds():
     above = parse_objective("attainment > 0.9")
     assert above.holds(0.95) and not above.holds(0.9)
     assert str(at_least) == "decode_tps >= 20"
+    assert str(Objective("p95_ttft_ms", "<=", 200.0)) == "p95_ttft_ms <= 200"  # no text given
+
+
+def test_a_burn_window_may_be_as_long_as_the_period(tmp_path):
+    slo = load_slo(write(tmp_path, 'period = "1h"\nburn_windows = ["5m", "1h"]\n' + MINIMAL))
+    assert slo.burn_windows == (("5m", timedelta(minutes=5)), ("1h", timedelta(hours=1)))
 
 
 def test_objective_error_in_file_names_file_and_index(tmp_path):
