@@ -19,6 +19,7 @@ import pytest
 from payloads import Symbols, v1, v2
 
 from warehouse.errors import IngestError
+from warehouse.ingest import proto, remote_write
 from warehouse.ingest.proto import V1, V2
 from warehouse.ingest.remote_write import (
     EXEMPLARS_SCHEMA,
@@ -253,6 +254,80 @@ def test_v1_histograms_exemplars_and_metadata():
     assert decoded.series.column("max_time")[0].as_py().timestamp() * 1000 == T0 + 1
 
 
+def test_numbers_past_the_known_metric_types_and_reset_hints_read_as_unknown():
+    request = V1.WriteRequest()
+    ts = request.timeseries.add()
+    ts.labels.add(name="__name__", value="h")
+    for hint in (3, 4, 9):  # gauge, then past the four hints
+        ts.histograms.add(count_int=0, timestamp=T0 + hint, reset_hint=hint)
+    for kind in (7, 8, 42):  # stateset, then past the eight types
+        request.metadata.add(type=kind, metric_family_name=f"m{kind}")
+    decoded = decode_v1(request.SerializeToString())
+    hints = [h["reset_hint"] for h in as_dicts(decoded.histograms)]
+    assert hints == ["gauge", "unknown", "unknown"]
+    assert {m["metric_family_name"]: m["type"] for m in as_dicts(decoded.metadata)} == {
+        "m7": "stateset",
+        "m8": "unknown",
+        "m42": "unknown",
+    }
+
+
+def plain_writes() -> dict[str, tuple]:
+    """The common write of each version (float samples, labels with values, nothing
+    zero) and its decoder."""
+    series = [
+        (
+            [("__name__", f"m{i}"), ("job", "api"), ("pod", f"p-{i}")],
+            [(T0 + k, k + 0.5) for k in (1, 2)],
+        )
+        for i in range(20)
+    ]
+    return {"1.0": (_decode_v1_python, v1(*series)), "2.0": (decode_v2, v2(*series))}
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_the_common_write_is_read_from_its_columns_alone(version, monkeypatch):
+    """As the module says: no element counts, no sample read again from its own bytes,
+    no full parse of the message: the columns view and the totals view, once each."""
+    decode, body = plain_writes()[version]
+    expected = decode(body)
+    parsed = []
+
+    def recording(view, data, message):
+        parsed.append(view)
+        return real_parse(view, data, message)
+
+    def never(*args):
+        raise AssertionError("the common write took the slow path")
+
+    real_parse = remote_write._parse
+    monkeypatch.setattr(remote_write, "_parse", recording)
+    monkeypatch.setattr(remote_write, "_counts", never)
+    monkeypatch.setattr(remote_write, "_redo_samples", never)
+    decoded = decode(body)
+    views = proto.V1_COLUMNS, proto.V1_TOTALS
+    if version == "2.0":
+        views = proto.V2_COLUMNS, proto.V2_TOTALS
+    message = "WriteRequest" if version == "1.0" else "Request"
+    assert parsed == [getattr(view, message) for view in views]
+    assert decoded.series.equals(expected.series) and decoded.samples.equals(expected.samples)
+    assert decoded.samples.num_rows == 40
+
+
+def test_the_common_1_0_write_is_decoded_in_c_with_no_limits_by_default(monkeypatch):
+    if not remote_write.FAST_V1:
+        pytest.skip("the C decoder was not built (test_v1_fast's extension test says why)")
+    _, body = plain_writes()["1.0"]
+    decoded, pivot, left_out = remote_write.decode_v1_batch([body] * 3, -(2**63))
+    assert (decoded.samples.num_rows, pivot, left_out) == (120, None, [])
+
+    def never(data):
+        raise AssertionError("decoded in Python")
+
+    monkeypatch.setattr(remote_write, "_decode_v1_python", never)
+    assert decode_v1(body).samples.num_rows == 40
+
+
 def test_v2_everything():
     symbols = Symbols()
     request = V2.Request()
@@ -413,6 +488,13 @@ def test_v2_label_refs_out_of_range_and_odd_are_refused():
         decode_v2,
         request.SerializeToString(),
         r"series 1: labels_refs\[3\] = 9 is out of range \(3 symbols\)",
+    )
+    del request.timeseries[1]
+    request.timeseries.add(labels_refs=[1, 3]).samples.add(value=1, timestamp=T0)
+    refuses(
+        decode_v2,
+        request.SerializeToString(),
+        r"series 1: labels_refs\[1\] = 3 is out of range \(3 symbols\)",  # one past the last
     )
     del request.timeseries[1]
     request.timeseries.add(labels_refs=[1, 2, 1]).samples.add(value=1, timestamp=T0)
