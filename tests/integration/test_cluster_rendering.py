@@ -12,7 +12,7 @@ from test_migrations import TABLES
 from warehouse.config import Config
 from warehouse.errors import MigrationError
 from warehouse.store import open_store
-from warehouse.store.cluster import render_for_cluster
+from warehouse.store.cluster_ddl import render_for_cluster
 from warehouse.store.migrations import discover, render, template_variables
 
 

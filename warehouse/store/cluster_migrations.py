@@ -1,7 +1,7 @@
 """Migrations applied to every shard of a ClickHouse cluster, recorded on each.
 
 The statements are the single-node ones rendered for the cluster
-(:func:`warehouse.store.cluster.render_for_cluster`): local tables, Distributed tables
+(:func:`warehouse.store.cluster_ddl.render_for_cluster`): local tables, Distributed tables
 over them, materialized views on the local tables. Two modes:
 
 - with ClickHouse Keeper: ``ON CLUSTER`` statements and Replicated engines, each run
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from warehouse.config import Config
 from warehouse.errors import ConfigError, MigrationError, StoreError
 from warehouse.store.base import Store
-from warehouse.store.cluster import is_insert_select, is_per_node, render_for_cluster
+from warehouse.store.cluster_ddl import is_insert_select, is_per_node, render_for_cluster
 from warehouse.store.migrations import Migration, MigrationState, Migrator
 
 __all__ = ["ClusterMigrator", "has_keeper"]

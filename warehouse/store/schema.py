@@ -18,7 +18,7 @@ from warehouse.config import Config
 from warehouse.errors import ConfigError
 from warehouse.store import open_store
 from warehouse.store.base import Store
-from warehouse.store.cluster import LOCAL_SUFFIX, render_for_cluster
+from warehouse.store.cluster_ddl import LOCAL_SUFFIX, render_for_cluster
 from warehouse.store.cluster_migrations import ClusterMigrator
 from warehouse.store.migrations import Migration, MigrationState, Migrator, iter_plan
 from warehouse.store.retention import TtlChange, sync_ttls
