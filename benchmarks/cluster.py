@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from warehouse.connection import Warehouse
+from warehouse.api import Warehouse
 from warehouse.store import open_store
 from warehouse.store.embedded import start_server, stop_server
 from warehouse.store.local_cluster import start_cluster, stop_cluster

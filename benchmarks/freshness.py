@@ -34,7 +34,7 @@ from pathlib import Path
 import cramjam
 from remote_write import Receiver
 
-from warehouse.connection import connect
+from warehouse.api import connect
 from warehouse.ingest.events import encode_ndjson
 from warehouse.ingest.proto import V1
 from warehouse.store.embedded import server_status

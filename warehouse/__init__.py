@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from warehouse.connection import Warehouse, connect
+from warehouse.api import Warehouse, connect
 
 __all__ = ["Warehouse", "connect"]
 __version__ = "0.1.0"

@@ -16,9 +16,9 @@ from typing import Annotated, BinaryIO
 import polars as pl
 import typer
 
+from warehouse.api import Warehouse
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import load_config, parse_listen
-from warehouse.connection import Warehouse
 from warehouse.errors import ConfigError
 from warehouse.query.result import Result
 from warehouse.render import FORMATS, footer_to_stderr, write_result

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pytest
 from polling import poll_until
 
-from warehouse.connection import Warehouse, connect
+from warehouse.api import Warehouse, connect
 from warehouse.errors import StoreError
 from warehouse.ingest.events import encode_ndjson
 from warehouse.store import open_store, schema

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_cli import llmwh
 
-from warehouse.connection import Warehouse
+from warehouse.api import Warehouse
 from warehouse.ingest.events import read_file
 from warehouse.synthetic import INCIDENT_KINDS, Incident, synthetic_requests
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import polars as pl
 
-from warehouse.connection import Warehouse
+from warehouse.api import Warehouse
 from warehouse.errors import InvalidArgument
 
 __all__ = ["SUITE", "Question", "select"]

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import polars as pl
 
+from warehouse.api import Warehouse
 from warehouse.compare.dataset import read_batches
 from warehouse.compare.faults import Fault, FaultyStore
 from warehouse.compare.questions import Question, select
-from warehouse.connection import Warehouse
 from warehouse.query.result import Result
 from warehouse.store import Store, open_store
 from warehouse.store.embedded import start_server, stop_server

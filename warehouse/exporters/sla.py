@@ -30,7 +30,7 @@ import polars as pl
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from warehouse.connection import Warehouse
+from warehouse.api import Warehouse
 from warehouse.errors import InvalidArgument
 from warehouse.query.registry import dimension
 from warehouse.query.slo import SLO

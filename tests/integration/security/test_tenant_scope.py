@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pyarrow.compute as pc
 import pytest
 
+from warehouse.api import Warehouse
 from warehouse.config import Config
-from warehouse.connection import Warehouse
 from warehouse.errors import QueryError
 from warehouse.store import open_store
 from warehouse.synthetic import Incident, synthetic_requests
