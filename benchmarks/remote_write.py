@@ -220,7 +220,7 @@ _LLM_METRICS = (
     ("llm_request_prompt_tokens", lambda: float(random.randint(10, 8000))),
 )
 _MEASURE_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "prompt_tokens")
-"""The `request_parts` columns the metrics above fill (warehouse/ingest/llm_metrics.toml)."""
+"""The `request_parts` columns the metrics above fill (warehouse/ingest/metric_mapping.toml)."""
 
 
 def _dimensions(n: int) -> list[tuple[bytes, bytes]]:

@@ -49,7 +49,7 @@ from warehouse.ingest import events, remote_write
 from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
 from warehouse.ingest.limits import WriteLimits
-from warehouse.ingest.llm_metrics import load_mapping
+from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.metrics import ReceiverMetrics
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
 from warehouse.ingest.sealing import SealingLag, lag_limit

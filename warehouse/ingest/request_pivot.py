@@ -1,6 +1,6 @@
 """Per-request metric samples as request parts: one ``request_parts`` row per request.
 
-A sample of a mapped metric (see :mod:`warehouse.ingest.llm_metrics`) whose series
+A sample of a mapped metric (see :mod:`warehouse.ingest.metric_mapping`) whose series
 carries the request-id label is a *part* of that request, not a Prometheus series.
 The parts of one request (tenant, request id) that arrive together are pivoted into
 one row before they reach the store, so a write of 100 requests x 5 metrics lands as
@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warehouse.ingest.llm_metrics import (
+from warehouse.ingest.metric_mapping import (
     DIMENSIONS,
     MEASURES,
     PARTS_SCHEMA,

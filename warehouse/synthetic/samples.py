@@ -1,6 +1,6 @@
 """Requests as the per-request Prometheus samples a gateway would remote-write.
 
-The metric names are the receiver's defaults (``warehouse/ingest/llm_metrics.toml``):
+The metric names are the receiver's defaults (``warehouse/ingest/metric_mapping.toml``):
 one series per request and measure, labelled with ``request_id`` and the request's
 dimensions, the sample stamped at the request's arrival. A failed request adds
 ``llm_request_error 1`` with its ``error_class``.
@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warehouse.ingest.llm_metrics import DIMENSIONS
+from warehouse.ingest.metric_mapping import DIMENSIONS
 from warehouse.ingest.proto import V1
 
 __all__ = ["METRICS", "remote_write_body"]

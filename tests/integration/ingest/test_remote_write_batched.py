@@ -2,7 +2,7 @@
 
 A receiver takes the bodies concurrently, so that they share a flush, which the C
 decoder reads in one call (``remote_write.decode_v1_batch``); the reference decoder
-(``remote_write`` in Python + ``llm_metrics.request_parts``) lands the same bodies one
+(``remote_write`` in Python + ``metric_mapping.request_parts``) lands the same bodies one
 by one into another database of the same server. Every row must agree, floats bit
 for bit; bodies the C decoder leaves out get the Python decoder's answer, alone.
 """
@@ -21,7 +21,7 @@ from warehouse.config import Config
 from warehouse.errors import StoreUnavailable
 from warehouse.ingest import remote_write
 from warehouse.ingest.app import Receiver
-from warehouse.ingest.llm_metrics import load_mapping
+from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.proto import V1
 from warehouse.ingest.remote_write import _decode_v1_python
 from warehouse.ingest.request_pivot import parts_table, split_requests

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from warehouse.config import Config
-from warehouse.ingest.llm_metrics import PARTS_SCHEMA
+from warehouse.ingest.metric_mapping import PARTS_SCHEMA
 from warehouse.ingest.proto import V1, V2
 from warehouse.store.migrations import Migrator
 

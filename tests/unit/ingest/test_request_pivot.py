@@ -20,7 +20,7 @@ from payloads import v1, v2
 
 from warehouse.errors import IngestError
 from warehouse.ingest import remote_write
-from warehouse.ingest.llm_metrics import load_mapping
+from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.remote_write import _decode_v1_python, decode_v2
 from warehouse.ingest.request_pivot import c_spec, parts_table, split_requests
 

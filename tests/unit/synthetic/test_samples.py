@@ -8,7 +8,7 @@ import cramjam
 import polars as pl
 import pytest
 
-from warehouse.ingest.llm_metrics import load_mapping
+from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.remote_write import decode_v1
 from warehouse.ingest.request_pivot import parts_table, split_requests
 from warehouse.synthetic import synthetic_requests

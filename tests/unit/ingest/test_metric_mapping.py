@@ -8,7 +8,7 @@ import pytest
 from payloads import v1
 
 from warehouse.errors import ConfigError
-from warehouse.ingest.llm_metrics import PARTS_SCHEMA, load_mapping
+from warehouse.ingest.metric_mapping import PARTS_SCHEMA, load_mapping
 from warehouse.ingest.remote_write import decode_v1
 from warehouse.ingest.request_pivot import parts_table, split_requests
 

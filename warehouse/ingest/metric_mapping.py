@@ -7,7 +7,7 @@ column, and the label that names the request) and the ``request_parts`` schema;
 request. The store merges the rows of a request and seals it into ``requests`` (see
 ``migrations/*/0004_request_parts.sql``).
 
-The mapping is data: ``llm_metrics.toml`` beside this module holds the defaults, and
+The mapping is data: ``metric_mapping.toml`` beside this module holds the defaults, and
 a file of the same shape replaces it (``metric_mapping`` setting).
 """
 
@@ -36,7 +36,7 @@ __all__ = [
     "load_mapping",
 ]
 
-DEFAULT_MAPPING = Path(__file__).with_name("llm_metrics.toml")
+DEFAULT_MAPPING = Path(__file__).with_name("metric_mapping.toml")
 
 _TS = pa.timestamp("ms", tz="UTC")
 DIMENSIONS = (*(c for c in LABEL_COLUMNS if c != "tenant"), "finish_reason")
