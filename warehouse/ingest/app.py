@@ -50,7 +50,7 @@ from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import load_mapping
-from warehouse.ingest.metrics import ReceiverMetrics
+from warehouse.ingest.receiver_metrics import ReceiverMetrics
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
 from warehouse.ingest.sealing import SealingLag, lag_limit
 from warehouse.store.base import Store
