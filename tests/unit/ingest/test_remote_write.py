@@ -367,6 +367,31 @@ def test_v2_everything():
     assert (meta["ttft_seconds"]["type"], meta["ttft_seconds"]["help"]) == ("histogram", "")
 
 
+def test_v2_exemplar_labels_pair_up_and_metadata_need_give_only_a_type():
+    symbols = Symbols()
+    request = V2.Request()
+    for name, kind in (("counted", 1), ("odd_kind", 8)):  # a counter, and past the eight
+        ts = request.timeseries.add()
+        ts.labels_refs.extend(symbols.refs([("__name__", name)]))
+        ts.samples.add(value=1.0, timestamp=T0)
+        ts.metadata.type = kind  # no help, no unit
+    e = ts.exemplars.add(value=7.0, timestamp=T0)
+    e.labels_refs.extend(symbols.refs([("trace_id", "t1"), ("span_id", "s2"), ("pod", "p3")]))
+    request.symbols.extend(symbols.table)
+    decoded = decode_v2(request.SerializeToString())
+    assert as_dicts(decoded.exemplars)[0]["labels"] == [  # sorted by name
+        ("pod", "p3"),
+        ("span_id", "s2"),
+        ("trace_id", "t1"),
+    ]
+    meta = {m["metric_family_name"]: m["type"] for m in as_dicts(decoded.metadata)}
+    assert meta == {"counted": "counter", "odd_kind": "unknown"}
+    e.labels_refs[5] = len(symbols.table)  # one past the last symbol
+    del request.symbols[:]
+    request.symbols.extend(symbols.table)
+    refuses(decode_v2, request.SerializeToString(), r"exemplar 0: labels_refs\[5\] = \d+ is out")
+
+
 def test_metadata_keeps_one_row_per_family_the_last_given():
     decoded = decode_v1(
         v1(
