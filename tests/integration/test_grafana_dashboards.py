@@ -1,4 +1,4 @@
-"""The Grafana provisioning files and dashboards in exporters/grafana/.
+"""The Grafana provisioning files and dashboards in integrations/grafana/.
 
 Every panel's SQL (and every variable's) is expanded as grafana-clickhouse-datasource
 expands it (see grafana_macros.py), with its variables set to All and to a concrete
@@ -25,7 +25,7 @@ from warehouse.store import Store, open_store
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
-GRAFANA = Path(__file__).resolve().parents[2] / "exporters" / "grafana"
+GRAFANA = Path(__file__).resolve().parents[2] / "integrations" / "grafana"
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "llmwh-clickhouse"}
 END = datetime.now(UTC).replace(second=0, microsecond=0)
 START = END - timedelta(hours=3)
@@ -60,7 +60,7 @@ PANELS = [
 def test_dashboard_files_are_built_from_build_py():
     assert _load_build().render() == {
         name: (GRAFANA / "dashboards" / name).read_text() for name in DASHBOARDS
-    }, "run: python exporters/grafana/build.py"
+    }, "run: python integrations/grafana/build.py"
 
 
 def test_datasource_provisioning():

@@ -144,7 +144,7 @@ def test_the_shipped_alerting_rules_pass_promtool():
         if os.environ.get("LLMWH_REQUIRE_SYSTEM_DEPS"):
             pytest.fail("promtool is required here (CI) but not installed")
         pytest.skip("promtool is not installed: `make system-deps` (root) installs prometheus")
-    rules = ROOT / "exporters" / "prometheus" / "alerts.yml"
+    rules = ROOT / "integrations" / "prometheus" / "alerts.yml"
     result = subprocess.run(
         [promtool, "check", "rules", str(rules)], capture_output=True, text=True
     )

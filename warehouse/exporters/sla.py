@@ -41,7 +41,7 @@ __all__ = ["DEFAULT_WINDOWS", "SLAExporter"]
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d")
-"""Windows of the multi-window, multi-burn-rate alerts in exporters/prometheus/."""
+"""Windows of the multi-window, multi-burn-rate alerts in integrations/prometheus/."""
 
 _LABEL = re.compile(r"[^a-zA-Z0-9_]")
 

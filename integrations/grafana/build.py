@@ -1,4 +1,4 @@
-"""Build the Grafana dashboards in ``dashboards/`` (run: ``python exporters/grafana/build.py``).
+"""Build the Grafana dashboards in ``dashboards/`` (run: ``python integrations/grafana/build.py``).
 
 The dashboards are data: panels, their SQL and their template variables are defined
 here once, and the JSON files Grafana provisions are written from them, so that the
