@@ -85,3 +85,44 @@ def test_the_share_below_a_threshold_counts_part_of_the_bucket_it_falls_in():
     assert histogram_share_below(histogram, bucket_bounds(400)[1]) == pytest.approx(1.0)
     assert math.isnan(histogram_share_below({}, 5.0))
     assert math.isnan(histogram_share_below({300: 0}, 5.0))
+
+
+# -- quantiles ----------------------------------------------------------------------------
+
+
+def quantile_by_the_book(histogram: list[tuple[int, float]], q: float) -> float:
+    """histogram_quantiles' reading, one histogram at a time, as its docstring states it:
+    rank ``q * (n - 1)``; the bucket that holds the order statistic at the rank's floor;
+    inside it the values spread evenly, the j-th of c (from 0) at (j + 0.5) / c of the
+    bucket's width, j taken at the rank itself and kept within the bucket."""
+    n = sum(count for _, count in histogram)
+    rank = q * (n - 1)
+    ahead = 0.0
+    for bucket, count in histogram:
+        if ahead <= math.floor(rank) < ahead + count:
+            low, high = bucket_bounds(bucket)
+            share = min(1.0, max(0.0, (rank - ahead + 0.5) / count))
+            return low + share * (high - low)
+        ahead += count
+    raise AssertionError("rank beyond the histogram")
+
+
+def test_quantiles_of_many_histograms_read_each_as_the_book_says():
+    rng = np.random.default_rng(8)
+    histograms = [[(0, 4.0), (1, 2.0)]]  # bucket 0 starts at 0, not where bucket 1's rule says
+    for size in (1, 3, 0, 12, 40, 2):  # one empty group among them
+        buckets = np.sort(rng.choice(np.arange(0, 600), size=size, replace=False))
+        counts = rng.integers(1, 50, size=size).astype(float)
+        histograms.append(list(zip(buckets.tolist(), counts.tolist(), strict=True)))
+    offsets = np.cumsum([0] + [len(h) for h in histograms])
+    buckets = np.array([b for h in histograms for b, _ in h])
+    counts = np.array([c for h in histograms for _, c in h])
+    levels = [0.0, 0.25, 0.5, 0.9, 0.99, 1.0]
+    got = histogram_quantiles(offsets, buckets, counts, levels)
+    assert got.shape == (len(histograms), len(levels))
+    for g, histogram in enumerate(histograms):
+        for column, q in enumerate(levels):
+            if not histogram:
+                assert math.isnan(got[g, column])
+            else:
+                assert got[g, column] == pytest.approx(quantile_by_the_book(histogram, q))
