@@ -137,6 +137,23 @@ class TestChosenFlushes:
         )
 
 
+def test_a_value_past_what_its_column_holds_measures_nothing():
+    """A start time one millisecond past DateTime64's last instant (2300-01-01) or an
+    HTTP status past 65535 is dropped, and counted; the last values they hold are kept."""
+    body = v1(
+        part("llm_request_start_time_seconds", "kept", 10_413_791_999.0),
+        part("llm_request_http_status", "kept", 65_535.0),
+        part("llm_request_start_time_seconds", "too-late", 10_413_792_000.0),
+        part("llm_request_http_status", "too-high", 65_536.0),
+    )
+    _, pivot = python_pivot(body)
+    assert (pivot.taken, pivot.dropped) == (2, 2)
+    (row,) = parts_table(pivot).to_pylist()
+    assert row["request_id"] == "kept" and row["http_status"] == 65_535
+    assert row["start_ts"].isoformat() == "2299-12-31T23:59:59+00:00"
+    assert_same_pivot(c_pivot([body]), python_pivot(body))
+
+
 # --- random flushes -----------------------------------------------------------------------
 
 metric_names = st.sampled_from(
