@@ -198,3 +198,53 @@ def test_the_api_raises_from_the_error_tree(call, duckdb_store):
 def test_connect_to_an_unknown_scheme_raises_from_the_error_tree():
     with pytest.raises(WarehouseError, match="mysql"):
         connect("mysql://x/y")
+
+
+# Commands that start servers or long runs; their text options get curated cases above.
+LONG_RUNNING = {("serve",), ("export",), ("compare",), ("generate",), ("clickhouse", "start")}
+
+
+def text_options() -> list[tuple[list[str], str]]:
+    """(command path, option) for every option of a quick command that takes text."""
+    found = []
+    for path, command in leaf_commands():
+        if tuple(path) in LONG_RUNNING:
+            continue
+        hints = typing.get_type_hints(command.callback)
+        for param in command.params:
+            if not getattr(param, "opts", None) or not param.opts[0].startswith("--"):
+                continue
+            base = hints[param.name]
+            args = [a for a in typing.get_args(base) if a is not type(None)]
+            kinds = {base, *args, *(typing.get_args(a)[0] for a in args if typing.get_args(a))}
+            if kinds & {str, Path} and param.opts[0] not in ("--store", "--data", "--output"):
+                found.append((path, param.opts[0]))
+    return found
+
+
+def test_the_walk_finds_the_text_options():
+    options = text_options()
+    assert (["drill"], "--by") in options and (["sla"], "--slo") in options
+    assert len(options) >= 30
+
+
+@pytest.mark.parametrize("value", ["", "x" * 100_000], ids=["empty", "huge"])
+@pytest.mark.parametrize(
+    ("path", "option"), text_options(), ids=lambda v: " ".join(v) if isinstance(v, list) else v
+)
+def test_an_empty_or_huge_text_is_taken_or_one_error_line(
+    path, option, value, duckdb_store, capsys
+):
+    argv = [*path, option, value, "--store", duckdb_store]
+    if path == ["sql"]:
+        argv.append("SELECT 1")
+    if path == ["sla"] and option != "--slo":
+        argv += ["--slo", "chat-assistant"]
+    if path == ["ingest"]:
+        argv.append("missing.ndjson")
+    code = run(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err, f"{argv[:3]} printed a traceback:\n{err[-2000:]}"
+    if code != 0:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("llmwh: error: "), err[-2000:]
