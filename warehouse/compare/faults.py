@@ -48,6 +48,8 @@ class FaultyStore:
         self.url = store.url
         self.database = store.database
         self.capabilities = store.capabilities
+        self.cluster = store.cluster
+        self.shard_urls = store.shard_urls
         self.hits = 0
         """Results perturbed so far."""
 
