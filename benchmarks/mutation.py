@@ -58,12 +58,15 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_config.py",
     ],
     "warehouse.query.slo": ["tests/unit/query/test_slo.py"],
-    "warehouse.query.registry": ["tests/unit/query/test_builder.py"],
+    "warehouse.query.registry": [
+        "tests/unit/query/test_registry.py",
+        "tests/unit/query/test_builder.py",
+    ],
     "warehouse.query.sla": ["tests/integration/query/test_sla.py", "-k", "duckdb"],
     "warehouse.ingest.remote_write": [
         "tests/unit/ingest/test_remote_write.py",
         "tests/unit/ingest/test_v1_fast.py",
-        "tests/unit/ingest/test_llm_metrics.py",
+        "tests/unit/ingest/test_metric_mapping.py",
         "tests/unit/ingest/test_request_pivot.py",
         "tests/unit/ingest/test_limits.py",
         "tests/unit/ingest/test_cardinality.py",
@@ -71,7 +74,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "warehouse.ingest.request_pivot": [
         "tests/unit/ingest/test_request_pivot.py",
-        "tests/unit/ingest/test_llm_metrics.py",
+        "tests/unit/ingest/test_metric_mapping.py",
         "tests/unit/synthetic/test_samples.py",
     ],
 }
