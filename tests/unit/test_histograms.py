@@ -109,7 +109,11 @@ def quantile_by_the_book(histogram: list[tuple[int, float]], q: float) -> float:
 
 def test_quantiles_of_many_histograms_read_each_as_the_book_says():
     rng = np.random.default_rng(8)
-    histograms = [[(0, 4.0), (1, 2.0)]]  # bucket 0 starts at 0, not where bucket 1's rule says
+    histograms = [
+        [(0, 4.0), (1, 2.0)],  # bucket 0 starts at 0, not where bucket 1's rule says
+        [(5, 1.0)],  # one value: not empty
+        [(10, 1.0), (20, 1.0)],  # ranks between two buckets: the floor's bucket, its top
+    ]
     for size in (1, 3, 0, 12, 40, 2):  # one empty group among them
         buckets = np.sort(rng.choice(np.arange(0, 600), size=size, replace=False))
         counts = rng.integers(1, 50, size=size).astype(float)

@@ -241,17 +241,28 @@ def replayed_bootstrap(a, b, q, level, resamples, seed, max_sample):
 
 
 @pytest.mark.parametrize(
-    ("q", "ties"),
-    [(0.5, False), (0.9, False), (0.99, False), (0.5, True), (0.9, True)],
-    ids=["p50", "p90", "p99", "p50-tied", "p90-tied"],
+    ("q", "ties", "b_lower"),
+    [
+        (0.5, False, False),
+        (0.9, False, False),
+        (0.99, False, False),
+        (0.995, False, False),  # in the top order statistics of the smaller arm
+        (0.5, True, False),
+        (0.9, True, False),
+        (0.5, True, True),
+    ],
+    ids=["p50", "p90", "p99", "p99.5", "p50-tied", "p90-tied", "p50-tied-b-lower"],
 )
 @pytest.mark.parametrize("max_sample", [200_000, 120], ids=["whole", "subsampled"])
-def test_quantile_difference_is_the_percentile_bootstrap_of_its_seeded_draws(q, ties, max_sample):
+def test_quantile_difference_is_the_percentile_bootstrap_of_its_seeded_draws(
+    q, ties, b_lower, max_sample
+):
     # Exactly, not just in distribution: the same draws through numpy's quantile give
     # the same bounds and p-value. Values rounded to 0.1 make some resampled
-    # differences exactly 0, which the p-value's "<= 0" and ">= 0" both count.
+    # differences exactly 0, which the p-value's "<= 0" and ">= 0" both count (the
+    # smaller side decides it: either, as b lies above or below a).
     rng = np.random.default_rng(21)
-    a, b = rng.normal(0.0, 1.0, 150), rng.normal(0.4, 1.0, 101)
+    a, b = rng.normal(0.0, 1.0, 150), rng.normal(-0.1 if b_lower else 0.4, 1.0, 101)
     if ties:
         a, b = np.round(a, 1), np.round(b, 1)
     result = quantile_difference(a, b, q, level=0.9, resamples=400, seed=5, max_sample=max_sample)
@@ -478,6 +489,8 @@ def test_quantile_difference_refuses_parameters_outside_their_ranges():
             quantile_difference(a, b, 0.5, **arguments)
     one = quantile_difference(a, b, 0.5, resamples=1, max_sample=1)  # the least allowed
     assert one.low == one.high  # one resampled difference
+    # Every resampled difference 0 counts on both sides: the p-value is capped at 1.
+    assert quantile_difference(np.ones(5), np.ones(5), 0.5).p_value == 1.0
 
 
 def test_drift_rejects_an_unknown_direction():
