@@ -26,7 +26,9 @@ again in a forked child, and each function's code swapped in place, so every
 reference to it, the tests' included, runs the mutant. A changed module-level
 constant is rebound in every module that imported it by name. Hypothesis runs
 derandomized and without its example database, so a score can be compared from run
-to run.
+to run, and no health check fails a test for being slow. Any failing test kills a
+mutant, whatever made it fail: run the pass on a tree nobody is changing (a file
+renamed under it fails every mutant tested after the rename).
 """
 
 from __future__ import annotations
@@ -476,9 +478,15 @@ def main() -> None:
     os.chdir(ROOT)
     sys.path[:0] = [str(ROOT)]
 
-    from hypothesis import settings
+    from hypothesis import HealthCheck, settings
 
-    settings.register_profile("mutation", database=None, derandomize=True, deadline=None)
+    settings.register_profile(  # the same examples every run, none failing for time alone
+        "mutation",
+        database=None,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
     settings.load_profile("mutation")
 
     if options.child is not None:  # a fresh interpreter running one mutant (see fork)
