@@ -4,6 +4,7 @@ non-zero, and the Python API raises an error from ``warehouse.errors``."""
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -72,9 +73,9 @@ def leaf_commands():
     yield from walk(typer.main.get_command(app), [])
 
 
-def numeric_options() -> list[tuple[list[str], str]]:
-    """(command path, option) for every option that takes a number."""
-    found = []
+def typed_options() -> Iterator[tuple[list[str], str, set[type]]]:
+    """(command path, option, the types it takes) for every ``--option`` of every command;
+    ``int | None`` and ``list[str] | None`` take {int} and {str}."""
     for path, command in leaf_commands():
         hints = typing.get_type_hints(command.callback)
         for param in command.params:
@@ -82,9 +83,13 @@ def numeric_options() -> list[tuple[list[str], str]]:
                 continue
             base = hints[param.name]
             args = [a for a in typing.get_args(base) if a is not type(None)]
-            if base in (int, float) or (args and args[0] in (int, float)):
-                found.append((path, param.opts[0]))
-    return found
+            kinds = {base, *args, *(typing.get_args(a)[0] for a in args if typing.get_args(a))}
+            yield path, param.opts[0], kinds
+
+
+def numeric_options() -> list[tuple[list[str], str]]:
+    """(command path, option) for every option that takes a number."""
+    return [(path, option) for path, option, kinds in typed_options() if kinds & {int, float}]
 
 
 def test_the_walk_finds_the_numeric_options():
@@ -206,20 +211,13 @@ LONG_RUNNING = {("serve",), ("export",), ("compare",), ("generate",), ("clickhou
 
 def text_options() -> list[tuple[list[str], str]]:
     """(command path, option) for every option of a quick command that takes text."""
-    found = []
-    for path, command in leaf_commands():
-        if tuple(path) in LONG_RUNNING:
-            continue
-        hints = typing.get_type_hints(command.callback)
-        for param in command.params:
-            if not getattr(param, "opts", None) or not param.opts[0].startswith("--"):
-                continue
-            base = hints[param.name]
-            args = [a for a in typing.get_args(base) if a is not type(None)]
-            kinds = {base, *args, *(typing.get_args(a)[0] for a in args if typing.get_args(a))}
-            if kinds & {str, Path} and param.opts[0] not in ("--store", "--data", "--output"):
-                found.append((path, param.opts[0]))
-    return found
+    return [
+        (path, option)
+        for path, option, kinds in typed_options()
+        if tuple(path) not in LONG_RUNNING
+        and kinds & {str, Path}
+        and option not in ("--store", "--data", "--output")
+    ]
 
 
 def test_the_walk_finds_the_text_options():
