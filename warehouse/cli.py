@@ -246,7 +246,7 @@ def migrate_plan(
 
 def _say_update(target: Store, update: schema.SchemaUpdate, up_to_date: bool = False) -> None:
     """What a schema update did, a line each (``up_to_date``: say so when nothing)."""
-    where = " on every shard" if update.shards > 1 or target.cluster else ""
+    where = " on every shard" if target.cluster else ""
     if target.cluster:
         typer.echo(f"cluster {target.cluster}, {update.shards} shards: {update.mode}")
     if up_to_date and not update.applied and not update.ttl_changes:

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from warehouse.config import Config
 from warehouse.errors import ConfigError
-from warehouse.store import embedded, local_cluster
+from warehouse.store import embedded, local_cluster, open_store
 from warehouse.store.base import Store
 from warehouse.store.url import StoreURL, parse_store_url
 
@@ -40,8 +40,6 @@ def find_store_url(config: Config, read_only: bool = False) -> StoreURL | None:
 
 def find_store(config: Config, read_only: bool = False) -> Store:
     """The store :func:`find_store_url` finds, opened; a clear error when there is none."""
-    from warehouse.store import open_store
-
     url = find_store_url(config, read_only)
     if url is None:
         raise ConfigError(
@@ -58,8 +56,6 @@ def store_or_start(
     """The store :func:`find_store` finds, else an embedded server started for the block
     on the data directory (stopped when the block ends, if still running). Yields the
     store and the server it started (None when it found one); ``say`` hears both."""
-    from warehouse.store import open_store
-
     url = find_store_url(config)
     started = None
     if url is None:
