@@ -21,7 +21,7 @@ HARNESS = Path(__file__).parents[3] / "fuzz" / "decoders.py"
 def test_the_decoders_survive_a_fuzzing_run(tmp_path):
     pytest.importorskip("atheris", reason="atheris is a dev dependency: pip install -e '.[dev]'")
     run = subprocess.run(
-        [sys.executable, str(HARNESS), "-runs=1500", "-seed=1", f"-artifact_prefix={tmp_path}/"],
+        [sys.executable, str(HARNESS), "-runs=4000", "-seed=1", f"-artifact_prefix={tmp_path}/"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -29,4 +29,4 @@ def test_the_decoders_survive_a_fuzzing_run(tmp_path):
     )
     crashes = sorted(p.name for p in tmp_path.iterdir())
     assert run.returncode == 0, f"{crashes}\n{run.stderr[-3000:]}"
-    assert "Done 1500 runs" in run.stderr
+    assert "Done 4000 runs" in run.stderr
