@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,16 +43,25 @@ def store_url(backend: str, server: ServerInfo, chdb_path: Path, tmp_path: Path)
     return f"duckdb://{tmp_path / 'warehouse.duckdb'}?database={database}"
 
 
+@contextmanager
+def fresh_store(url: str) -> Iterator[Store]:
+    """A store at ``url``, its database dropped afterwards."""
+    opened = open_store(url)
+    try:
+        yield opened
+    finally:
+        if opened.capabilities.dialect == "clickhouse":
+            opened.command(f"DROP DATABASE IF EXISTS {opened.database} SYNC")
+        opened.close()
+
+
 @pytest.fixture(params=BACKENDS)
 def store(
     request: pytest.FixtureRequest, embedded_server: ServerInfo, chdb_path: Path, tmp_path: Path
 ) -> Iterator[Store]:
     """An empty store (no database yet) on each backend."""
-    opened = open_store(store_url(request.param, embedded_server, chdb_path, tmp_path))
-    yield opened
-    if opened.capabilities.dialect == "clickhouse":
-        opened.command(f"DROP DATABASE IF EXISTS {opened.database} SYNC")
-    opened.close()
+    with fresh_store(store_url(request.param, embedded_server, chdb_path, tmp_path)) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -59,3 +69,18 @@ def migrated(store: Store) -> Store:
     """A store with every migration applied."""
     Migrator(store).up()
     return store
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_migrated(
+    request: pytest.FixtureRequest,
+    embedded_server: ServerInfo,
+    chdb_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Store]:
+    """One migrated store per backend shared by a module's tests, for tests that only read
+    what a module fixture wrote once (a migration costs about a second on ClickHouse)."""
+    url = store_url(request.param, embedded_server, chdb_path, tmp_path_factory.mktemp("shared"))
+    with fresh_store(url) as opened:
+        Migrator(opened).up()
+        yield opened

@@ -46,10 +46,11 @@ def traffic():
     return synthetic_requests(30_000, seed=11, start=START, span=timedelta(hours=2))
 
 
-@pytest.fixture
-def loaded(migrated, traffic):
-    migrated.insert_arrow("requests", traffic)
-    return migrated
+@pytest.fixture(scope="module")
+def loaded(module_migrated, traffic):
+    """The traffic, written once per backend: the tests that take it only read."""
+    module_migrated.insert_arrow("requests", traffic)
+    return module_migrated
 
 
 def expected_rollup(traffic, every: str, dims) -> pl.DataFrame:

@@ -22,10 +22,11 @@ from warehouse.model import bucket_bounds, latency_bucket
 GROUPS = [("alpha", "hz"), ("alpha", "sh"), ("beta", "hz"), ("beta", "sh")]
 
 
-@pytest.fixture
-def wh(migrated, requests_table) -> Warehouse:
-    migrated.insert_arrow("requests", requests_table)
-    return Warehouse(migrated)
+@pytest.fixture(scope="module")
+def wh(module_migrated, requests_table) -> Warehouse:
+    """The known requests, written once per backend: every test here only reads."""
+    module_migrated.insert_arrow("requests", requests_table)
+    return Warehouse(module_migrated)
 
 
 def rows(result: pl.DataFrame) -> dict[tuple[str, str], dict]:

@@ -23,7 +23,7 @@ UNTIL = START + SPAN
 TENANT = "globex"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def traffic():
     # globex has an error burst: its figures differ from everyone's.
     return synthetic_requests(
@@ -35,10 +35,11 @@ def traffic():
     )
 
 
-@pytest.fixture
-def loaded(migrated, traffic):
-    Warehouse(migrated).insert_requests(traffic)
-    return migrated
+@pytest.fixture(scope="module")
+def loaded(module_migrated, traffic):
+    """The traffic, written once per backend: the tests that take it only read."""
+    Warehouse(module_migrated).insert_requests(traffic)
+    return module_migrated
 
 
 def own(traffic):
