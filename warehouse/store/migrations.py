@@ -22,6 +22,7 @@ from warehouse.config import Config
 from warehouse.errors import ChecksumMismatch, MigrationError, StoreError
 from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS, ROLLUP_LATENCIES
 from warehouse.store.base import Store
+from warehouse.store.rollup_columns import BUILT_IN, DECODING, clickhouse_bucket, rollup_columns
 
 __all__ = [
     "Migration",
@@ -39,14 +40,6 @@ _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _PLACEHOLDER = re.compile(r"\$\{(\w+)(?::(\w+))?\}")
 
 
-def _clickhouse_bucket(column: str) -> str:
-    return (
-        f"if(assumeNotNull({column}) < {BUCKET_MIN_MS}, toUInt16(0), "
-        f"toUInt16(least(floor(log(assumeNotNull({column}) / {BUCKET_MIN_MS}) "
-        f"/ log({BUCKET_GROWTH})) + 1, 65535)))"
-    )
-
-
 def _duckdb_bucket(column: str) -> str:
     return (
         f"(CASE WHEN {column} < {BUCKET_MIN_MS} THEN 0 "
@@ -55,71 +48,18 @@ def _duckdb_bucket(column: str) -> str:
     )
 
 
-_DECODING = "output_tokens > 1 AND e2e_ms > ttft_ms"
-
-
 def _clickhouse_rollup(source: str) -> str:
-    """The measure columns of a rollup row (0012), from `requests` rows or from rollup rows.
-
-    Each latency keeps its sum and one histogram keyed ``bucket * 2 + ok`` (see
-    :func:`warehouse.model.fold_histogram`). The SQL of a migration already applied must
-    not change: a new shape is a new migration with a new macro.
-    """
+    """The measure columns of a rollup row (0012), from `requests` rows or from rollup rows
+    (see :mod:`warehouse.store.rollup_columns`). The SQL of a migration already applied
+    must not change: a new shape is a new migration with a new macro."""
+    columns = rollup_columns(BUILT_IN)
     if source == "columns":  # their column definitions, for CREATE TABLE
-        counts = ("requests", "errors", "rejections")
-        sums = ("prompt_tokens", "output_tokens", "cached_prompt_tokens", "decode_tokens")
-        return ",\n    ".join(
-            [
-                *(f"{c} SimpleAggregateFunction(sum, UInt64)" for c in counts),
-                "errors_by_class SimpleAggregateFunction(sumMap, Map(String, UInt64))",
-                *(f"{c}_sum SimpleAggregateFunction(sum, UInt64)" for c in sums),
-                "decode_ms_sum SimpleAggregateFunction(sum, Float64)",
-                *(
-                    f"{c}_sum SimpleAggregateFunction(sum, Float64),\n    "
-                    f"{c}_hist SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))"
-                    for c in ROLLUP_LATENCIES
-                ),
-            ]
-        )
+        return ",\n    ".join(c.definition() for c in columns)
     if source == "rollup":
-        return ",\n    ".join(
-            [
-                *(f"sum({c}) AS {c}" for c in ("requests", "errors", "rejections")),
-                "sumMap(errors_by_class) AS errors_by_class",
-                *(f"sum({c}_sum) AS {c}_sum" for c in ("prompt_tokens", "output_tokens")),
-                "sum(cached_prompt_tokens_sum) AS cached_prompt_tokens_sum",
-                "sum(decode_tokens_sum) AS decode_tokens_sum",
-                "sum(decode_ms_sum) AS decode_ms_sum",
-                *(
-                    f"sum({c}_sum) AS {c}_sum,\n    sumMap({c}_hist) AS {c}_hist"
-                    for c in ROLLUP_LATENCIES
-                ),
-            ]
-        )
+        return ",\n    ".join(c.merge for c in columns)
     if source != "requests":
         raise MigrationError(f"unknown rollup macro {source!r}: columns, requests or rollup")
-    return ",\n    ".join(
-        [
-            "count() AS requests",
-            "countIf(status = 'error') AS errors",
-            "countIf(status = 'rejected') AS rejections",
-            "sumMapIf(map(toString(error_class), toUInt64(1)), error_class != '') "
-            "AS errors_by_class",
-            *(
-                f"sum(toUInt64(ifNull({c}, 0))) AS {c}_sum"
-                for c in ("prompt_tokens", "output_tokens", "cached_prompt_tokens")
-            ),
-            f"sumIf(toUInt64(assumeNotNull(output_tokens) - 1), {_DECODING}) AS decode_tokens_sum",
-            "sumIf(toFloat64(assumeNotNull(e2e_ms)) - assumeNotNull(ttft_ms), "
-            f"{_DECODING}) AS decode_ms_sum",
-            *(
-                f"sum(toFloat64(ifNull({c}, 0))) AS {c}_sum,\n    "
-                f"sumMapIf(map(toUInt16(least({_clickhouse_bucket(c)}, 32767) * 2 "
-                f"+ (status = 'ok')), toUInt64(1)), {c} IS NOT NULL) AS {c}_hist"
-                for c in ROLLUP_LATENCIES
-            ),
-        ]
-    )
+    return ",\n    ".join(c.from_requests for c in columns)
 
 
 def _duckdb_rollup(source: str) -> str:
@@ -137,9 +77,9 @@ def _duckdb_rollup(source: str) -> str:
                 f"coalesce(sum({c}), 0)::UBIGINT AS {c}_sum"
                 for c in ("prompt_tokens", "output_tokens", "cached_prompt_tokens")
             ),
-            f"coalesce(sum(output_tokens - 1) FILTER (WHERE {_DECODING}), 0)::UBIGINT "
+            f"coalesce(sum(output_tokens - 1) FILTER (WHERE {DECODING}), 0)::UBIGINT "
             "AS decode_tokens_sum",
-            f"coalesce(sum(e2e_ms::DOUBLE - ttft_ms::DOUBLE) FILTER (WHERE {_DECODING}), 0) "
+            f"coalesce(sum(e2e_ms::DOUBLE - ttft_ms::DOUBLE) FILTER (WHERE {DECODING}), 0) "
             "AS decode_ms_sum",
             *(
                 f"coalesce(sum({c}::DOUBLE), 0) AS {c}_sum,\n    "
@@ -153,7 +93,7 @@ def _duckdb_rollup(source: str) -> str:
 
 
 _MACROS: dict[str, dict[str, Callable[[str], str]]] = {
-    "clickhouse": {"latency_bucket": _clickhouse_bucket, "rollup": _clickhouse_rollup},
+    "clickhouse": {"latency_bucket": clickhouse_bucket, "rollup": _clickhouse_rollup},
     "duckdb": {"latency_bucket": _duckdb_bucket, "rollup": _duckdb_rollup},
 }
 

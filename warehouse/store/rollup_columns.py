@@ -1,0 +1,173 @@
+"""The measure columns rollups keep, each defined once in ClickHouse SQL.
+
+A rollup row summarises the `requests` rows of one time bucket and one group. Each of
+its measure columns has three pieces of SQL: its type in ``CREATE TABLE`` (a
+``SimpleAggregateFunction``, so that merges of parts combine rows of one key), the
+aggregate that fills it from `requests` rows (in a materialized view or a backfill), and
+the aggregate that merges rollup rows into coarser ones. The built-in rollups (migration
+0012, through the ``${rollup:...}`` macro) and the SLO rollups take their columns from
+here, and the query layer's rollup measures read these names (docs/slo-rollups.md).
+
+Each latency keeps one histogram whose key says both the bucket and whether the request
+succeeded (``bucket * 2 + ok``; see :func:`warehouse.model.fold_histogram`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS, LATENCY_COLUMNS, ROLLUP_LATENCIES
+
+__all__ = [
+    "DECODING",
+    "RollupColumn",
+    "check_prefix",
+    "clickhouse_bucket",
+    "position_columns",
+    "rollup_column",
+    "rollup_columns",
+]
+
+DECODING = "output_tokens > 1 AND e2e_ms > ttft_ms"
+"""Requests whose decode speed is defined (more than one output token, time after it)."""
+
+
+@dataclass(frozen=True)
+class RollupColumn:
+    """One measure column of a rollup."""
+
+    name: str
+    type: str
+    """Its type in CREATE TABLE."""
+    from_requests: str
+    """The aggregate over `requests` rows that fills it."""
+    merge: str
+    """The aggregate over rollup rows that merges it."""
+
+    def definition(self) -> str:
+        return f"{self.name} {self.type}"
+
+
+def clickhouse_bucket(column: str) -> str:
+    """ClickHouse SQL of the latency histogram bucket of ``column`` (see model.latency_bucket)."""
+    return (
+        f"if(assumeNotNull({column}) < {BUCKET_MIN_MS}, toUInt16(0), "
+        f"toUInt16(least(floor(log(assumeNotNull({column}) / {BUCKET_MIN_MS}) "
+        f"/ log({BUCKET_GROWTH})) + 1, 65535)))"
+    )
+
+
+_COUNT = "SimpleAggregateFunction(sum, UInt64)"
+_FLOAT_SUM = "SimpleAggregateFunction(sum, Float64)"
+_HISTOGRAM = "SimpleAggregateFunction(sumMap, Map(UInt16, UInt64))"
+_TOKENS = ("prompt_tokens", "output_tokens", "cached_prompt_tokens")
+
+
+def rollup_column(name: str) -> RollupColumn:
+    """The rollup column called ``name`` (``requests``, ``ttft_ms_hist``, ...)."""
+    if name == "requests":
+        return RollupColumn(name, _COUNT, "count() AS requests", "sum(requests) AS requests")
+    if name in ("errors", "rejections"):
+        status = {"errors": "error", "rejections": "rejected"}[name]
+        return RollupColumn(name, _COUNT, f"countIf(status = '{status}') AS {name}", _sum(name))
+    if name == "errors_by_class":
+        return RollupColumn(
+            name,
+            "SimpleAggregateFunction(sumMap, Map(String, UInt64))",
+            "sumMapIf(map(toString(error_class), toUInt64(1)), error_class != '') "
+            "AS errors_by_class",
+            "sumMap(errors_by_class) AS errors_by_class",
+        )
+    if name.endswith("_sum") and name[:-4] in _TOKENS:
+        column = name[:-4]
+        return RollupColumn(
+            name, _COUNT, f"sum(toUInt64(ifNull({column}, 0))) AS {name}", _sum(name)
+        )
+    if name == "decode_tokens_sum":
+        return RollupColumn(
+            name,
+            _COUNT,
+            f"sumIf(toUInt64(assumeNotNull(output_tokens) - 1), {DECODING}) AS {name}",
+            _sum(name),
+        )
+    if name == "decode_ms_sum":
+        return RollupColumn(
+            name,
+            _FLOAT_SUM,
+            f"sumIf(toFloat64(assumeNotNull(e2e_ms)) - assumeNotNull(ttft_ms), {DECODING}) "
+            f"AS {name}",
+            _sum(name),
+        )
+    if name.endswith("_sum") and name[:-4] in LATENCY_COLUMNS:
+        column = name[:-4]
+        return RollupColumn(
+            name, _FLOAT_SUM, f"sum(toFloat64(ifNull({column}, 0))) AS {name}", _sum(name)
+        )
+    if name.endswith("_hist") and name[:-5] in LATENCY_COLUMNS:
+        column = name[:-5]
+        return RollupColumn(
+            name,
+            _HISTOGRAM,
+            f"sumMapIf(map(toUInt16(least({clickhouse_bucket(column)}, 32767) * 2 "
+            f"+ (status = 'ok')), toUInt64(1)), {column} IS NOT NULL) AS {name}",
+            f"sumMap({name}) AS {name}",
+        )
+    raise ValueError(f"no rollup column {name!r}")
+
+
+def rollup_columns(names: list[str]) -> list[RollupColumn]:
+    return [rollup_column(name) for name in names]
+
+
+BUILT_IN = [
+    "requests",
+    "errors",
+    "rejections",
+    "errors_by_class",
+    *(f"{c}_sum" for c in _TOKENS),
+    "decode_tokens_sum",
+    "decode_ms_sum",
+    *(f"{c}_{kind}" for c in ROLLUP_LATENCIES for kind in ("sum", "hist")),
+]
+"""The columns of the built-in rollups (0012), in their order."""
+
+
+def _sum(name: str) -> str:
+    return f"sum({name}) AS {name}"
+
+
+def check_prefix(column: str, limit: float) -> str:
+    """The column-name prefix of the position counts of ``column`` around ``limit``."""
+    text = format(float(limit), "g").replace(".", "_").replace("-", "m").replace("+", "")
+    return f"{column}_at_{text}"
+
+
+def position_columns(column: str, limit: float) -> list[RollupColumn]:
+    """Where ``limit`` falls among the values of ``column``, in mergeable counts.
+
+    ``n`` values in all, ``lt`` below the limit, ``le`` at most the limit, ``lo`` the
+    largest below it and ``hi`` the smallest above it. From these any interpolated
+    percentile of the merged values can be compared with the limit exactly (see
+    :func:`warehouse.query.slo_rollup.percentile_holds`): the order statistics next to
+    the limit are ``lo``, the limit itself, or ``hi``. Latencies are never negative, so
+    0 is the neutral ``lo`` of a group without values below the limit.
+    """
+    p, c, t = check_prefix(column, limit), column, repr(float(limit))
+    value = f"toFloat64(assumeNotNull({c}))"
+    return [
+        RollupColumn(f"{p}_n", _COUNT, f"countIf({c} IS NOT NULL) AS {p}_n", _sum(f"{p}_n")),
+        RollupColumn(f"{p}_lt", _COUNT, f"countIf({c} < {t}) AS {p}_lt", _sum(f"{p}_lt")),
+        RollupColumn(f"{p}_le", _COUNT, f"countIf({c} <= {t}) AS {p}_le", _sum(f"{p}_le")),
+        RollupColumn(
+            f"{p}_lo",
+            "SimpleAggregateFunction(max, Float64)",
+            f"maxIf({value}, {c} < {t}) AS {p}_lo",
+            f"max({p}_lo) AS {p}_lo",
+        ),
+        RollupColumn(
+            f"{p}_hi",
+            "SimpleAggregateFunction(min, Float64)",
+            f"if(countIf({c} > {t}) = 0, inf, minIf({value}, {c} > {t})) AS {p}_hi",
+            f"min({p}_hi) AS {p}_hi",
+        ),
+    ]
