@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from warehouse.config import Config
 from warehouse.errors import QueryError
-from warehouse.query import registry
+from warehouse.query import registry, slo_apply
 from warehouse.query.ab import compare_groups
 from warehouse.query.builder import FilterValue, Question
 from warehouse.query.drift import detect_drift
@@ -21,7 +21,8 @@ from warehouse.query.result import Result, normalize
 from warehouse.query.root_cause import DEFAULT_DIMENSIONS, root_cause
 from warehouse.query.run import ask
 from warehouse.query.sla import evaluate, scoped_filters
-from warehouse.query.slo import SLO, load_slo
+from warehouse.query.slo import SLO, load_slo, shipped_slos
+from warehouse.query.slo_apply import Applied
 from warehouse.query.timerange import Instant, parse_duration, time_range
 from warehouse.store import Store, open_store, schema
 from warehouse.store.migrations import Migration
@@ -40,8 +41,12 @@ class Warehouse:
 
     def migrate(self) -> list[Migration]:
         """Apply pending schema migrations and the TTL settings, on every shard of a
-        cluster the store URL names; returns the migrations applied."""
-        return schema.migrate(self.store, self.config).applied
+        cluster the store URL names, then the rollups of the SLOs the ``slos`` setting
+        names (one node); returns the migrations applied."""
+        applied = schema.migrate(self.store, self.config).applied
+        if self.config.slos and self.store.cluster is None:
+            self.slo_apply()
+        return applied
 
     def insert_requests(self, rows: pa.Table) -> None:
         """Append per-request rows (see :data:`warehouse.model.REQUESTS_SCHEMA`)."""
@@ -129,6 +134,21 @@ class Warehouse:
         objective = _load(slo)
         period = time_range(since or _ago(objective.period), until)
         return evaluate(self.store, objective, period, by, self._scoped(filters), exact=exact)
+
+    def slo_apply(self, slos: Sequence[str | Path | SLO] | None = None) -> list[Applied]:
+        """Compile SLOs into rollups (default: the ``slos`` setting, else every shipped
+        SLO), backfilled from `requests`; see docs/slo-rollups.md."""
+        return slo_apply.apply(self.store, [_load(s) for s in self._slo_names(slos)], self.config)
+
+    def slo_status(self) -> pl.DataFrame:
+        """Each SLO rollup on the store: its SLO, version, state, rows, bytes, newest minute."""
+        return slo_apply.status(self.store)
+
+    def _slo_names(self, slos: Sequence[str | Path | SLO] | None) -> list[str | Path | SLO]:
+        if slos:
+            return list(slos)
+        configured = [n.strip() for n in (self.config.slos or "").split(",") if n.strip()]
+        return list(configured or shipped_slos())
 
     def compare_groups(
         self,

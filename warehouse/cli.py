@@ -13,6 +13,7 @@ import pyarrow as pa
 import typer
 
 from warehouse import cli_compare, cli_generate, cli_query
+from warehouse.api import Warehouse
 from warehouse.auth import credentials
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import Config, load_config, parse_listen, setting_help
@@ -44,6 +45,7 @@ migrate_app = typer.Typer(
 app.add_typer(clickhouse_app, name="clickhouse")
 app.add_typer(migrate_app, name="migrate")
 app.add_typer(cli_query.app)
+app.add_typer(cli_query.slo_app, name="slo")
 app.add_typer(cli_generate.app)
 app.add_typer(cli_compare.app)
 
@@ -224,6 +226,7 @@ def migrate_up(
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
     _say_update(target, schema.migrate(target, config, cluster), up_to_date=True)
+    _apply_configured_slos(target, config)
 
 
 @migrate_app.command("plan")
@@ -255,6 +258,15 @@ def _say_update(target: Store, update: schema.SchemaUpdate, up_to_date: bool = F
         typer.echo(f"applied {migration.version:04d}_{migration.name}{where}")
     for change in update.ttl_changes:
         typer.echo(f"TTL of {change.table}: {change.old_days} -> {change.new_days} days")
+
+
+def _apply_configured_slos(target: Store, config: Config) -> None:
+    """After migrations, before any writer starts: the rollups of the configured SLOs."""
+    if not config.slos or target.cluster is not None:
+        return
+    for applied in Warehouse(target, config).slo_apply():  # the caller closes target
+        if applied.action != "up to date":
+            typer.echo(f"SLO {applied.slo}: {applied.table}: {applied.action}")
 
 
 # -- llmwh serve --------------------------------------------------------------------------
@@ -348,6 +360,7 @@ def serve(
         raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")
     with discovery.store_or_start(config, http_port, tcp_port, say=typer.echo) as (target, own):
         _say_update(target, schema.migrate(target, config))
+        _apply_configured_slos(target, config)
         typer.echo(
             f"warehouse ready: store {target.url}\n"
             f"  remote write:  http://{host}:{port}/api/v1/write\n"

@@ -26,6 +26,9 @@ from warehouse.render import FORMATS, footer_to_stderr, write_result
 __all__ = ["app"]
 
 app = typer.Typer(rich_markup_mode="markdown")
+slo_app = typer.Typer(
+    help="SLOs compiled into rollups: `llmwh sla` reads them.", rich_markup_mode="markdown"
+)
 
 DEFAULT_MEASURES = "count,error_rate,p95_ttft_ms,p95_tpot_ms,p95_e2e_ms"
 
@@ -179,6 +182,40 @@ def sla(
             slo, by=_list(by), filters=_filters(where), since=since, until=until, exact=exact
         )
         _write(result, fmt, output)
+
+
+@slo_app.command("apply")
+def slo_apply(
+    slo: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--slo",
+            help="SLOs to compile: shipped names or TOML paths (repeat; default: the slos "
+            "setting, else every shipped SLO)",
+        ),
+    ] = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Compile SLOs into rollups, backfilled from requests; older versions are dropped."""
+    with _warehouse(store, data, config_file) as wh:
+        for applied in wh.slo_apply(_list(slo) or None):
+            dropped = f" (dropped {', '.join(applied.dropped)})" if applied.dropped else ""
+            typer.echo(f"{applied.slo}: {applied.table}: {applied.action}{dropped}")
+
+
+@slo_app.command("status")
+def slo_status(
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """List each SLO rollup: its SLO, version, state, rows, bytes and newest minute."""
+    with _warehouse(store, data, config_file) as wh:
+        _write(wh.slo_status(), fmt, output)
 
 
 @app.command("sql")

@@ -88,8 +88,9 @@ class Config:
     tenant_header: str | None = None
     """Request header whose value fills `tenant` (multi-tenant mode), e.g. X-Scope-OrgID."""
     slos: str | None = None
-    """SLOs `llmwh export` serves when --slo is not given: shipped names or TOML paths,
-    comma-separated (unset: every shipped SLO)."""
+    """SLOs `llmwh export` serves and `llmwh slo apply` compiles when --slo is not given:
+    shipped names or TOML paths, comma-separated (unset: every shipped SLO); when set,
+    `migrate up` and `serve` build their rollups."""
 
     def ttl_variables(self) -> dict[str, int]:
         """The TTL settings by name, as migration templates use them."""

@@ -9,9 +9,10 @@ otherwise, and records the choice and the reason in a :class:`Plan`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from warehouse.errors import QueryError
@@ -20,6 +21,7 @@ from warehouse.query import dialects
 from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Capabilities
+from warehouse.store.rollup_columns import check_prefix, position_columns
 
 __all__ = [
     "HISTOGRAM_ERROR",
@@ -28,6 +30,7 @@ __all__ = [
     "Compiled",
     "Plan",
     "Question",
+    "RollupSource",
     "compile_question",
     "compile_values",
 ]
@@ -81,6 +84,31 @@ class Question:
     keep: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Per grouped dimension, the values to keep; every other value is grouped as
     ``other`` (to bound the cardinality of exported labels)."""
+    checks: Sequence[tuple[str, float]] = ()
+    """(latency column, limit) pairs whose position counts to return, for exact tests of
+    percentile objectives (see :func:`warehouse.store.rollup_columns.position_columns`);
+    only a rollup that keeps them (an SLO's) returns them."""
+
+
+@dataclass(frozen=True)
+class RollupSource:
+    """A rollup beside the built-in ones that questions may be answered from (an SLO's).
+
+    Its rows hold the valid requests (no probes) within ``scope``, per minute and group of
+    ``dimensions``; its ``good`` column counts those within ``thresholds``.
+    """
+
+    table: str
+    label: str
+    """How the plan names it, e.g. ``SLO chat-assistant``."""
+    dimensions: tuple[str, ...]
+    scope: Mapping[str, tuple[str, ...]]
+    thresholds: Mapping[str, float]
+    columns: tuple[str, ...]
+    """Its measure columns, in the order of its rows."""
+    rows: Callable[[str, str], str]
+    """``rows(database, condition)``: ClickHouse SQL of its rows (``ts``, the dimensions,
+    the columns) from the `requests` rows a condition on them picks."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +123,10 @@ class Plan:
     buckets) or ``none`` (no percentile asked)."""
     attainment: str = "none"
     """``exact``, ``histogram`` (a rollup's latency buckets) or ``none`` (not asked)."""
+    middle: TimeRange | None = None
+    """With :attr:`raw_ends`: the whole minutes read from the rollup."""
+    raw_ends: tuple[TimeRange, ...] = ()
+    """The ragged ends of a range read from raw rows beside a rollup's whole minutes."""
 
     @property
     def rollup(self) -> bool:
@@ -102,6 +134,9 @@ class Plan:
 
     def describe(self) -> str:
         kind = f"rollup {self.source}" if self.rollup else "raw requests"
+        if self.middle is not None and self.raw_ends:
+            ends = " and ".join(_span(end) for end in self.raw_ends)
+            kind = f"{self.source} {_span(self.middle)} + raw requests {ends}"
         text = f"source: {kind} ({self.reason})"
         if self.percentiles == "t-digest":
             text += f"; percentiles {TDIGEST_ERROR}"
@@ -132,19 +167,29 @@ class Compiled:
         return dialects.transpile(self.sql, dialect)
 
 
-def compile_question(question: Question, capabilities: Capabilities, database: str) -> Compiled:
-    """The SQL answering ``question`` on a store with ``capabilities``."""
+def compile_question(
+    question: Question,
+    capabilities: Capabilities,
+    database: str,
+    sources: Sequence[RollupSource] = (),
+) -> Compiled:
+    """The SQL answering ``question`` on a store with ``capabilities``; ``sources`` are
+    further rollups (an SLO's) to answer from where they cover the question."""
     dims = [dimension(name) for name in question.by]
     measures = [measure(name) for name in dict.fromkeys(question.measures)]
     if not measures:
         raise QueryError("no measures asked: name at least one, such as count or p95_ttft_ms")
     filters = [(dimension(name), _values(name, value)) for name, value in question.filters.items()]
     _check_names(dims, measures, question.interval is not None)
-    plan = _plan(question, dims, filters, measures, capabilities)
+    plan, source = _plan(question, dims, filters, measures, capabilities, sources)
     parameters: dict[str, Any] = {
         "since_ms": question.range.since_ms,
         "until_ms": question.range.until_ms,
     }
+    if plan.raw_ends:
+        # Raw rows of the ends are summarised per minute: the outer range takes their minutes.
+        parameters["since_ms"] = question.range.since_ms // 60_000 * 60_000
+        parameters["until_ms"] = -(-question.range.until_ms // 60_000) * 60_000
     span = question.interval or timedelta(seconds=question.range.seconds)
     thresholds = {}
     for column, limit in question.thresholds.items():
@@ -186,17 +231,29 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
     histograms = {m.column: f"_hist_{m.column}" for m in measures if m not in in_sql}
     select += [f"sumMap({column}_hist) AS {alias}" for column, alias in histograms.items()]
 
+    checks: list[str] = []
+    if source is not None:
+        # The rollup holds only its scope, without probes: filters it implies are dropped.
+        filters = [(d, v) for d, v in filters if d.name in source.dimensions]
+        for column, limit in question.checks:
+            for piece in position_columns(column, limit):
+                select.append(piece.merge)
+                checks.append(piece.name)
     where = _conditions(
-        filters, question.include_probes or "is_probe" in question.filters, parameters
+        filters,
+        source is not None or question.include_probes or "is_probe" in question.filters,
+        parameters,
     )
 
     table = f"{_quote(database)}.{plan.source}"
+    if source is not None and plan.middle is not None and plan.raw_ends:
+        table = _composite(source, plan, database, parameters)
     sql = f"SELECT {', '.join(select)} FROM {table} AS src {where}"
     if group:
         sql += f" GROUP BY {', '.join(group)}"
     keys = ["time"] * (question.interval is not None) + [d.name for d in dims]
-    columns = tuple(keys + [m.name for m in measures])
-    sql_columns = tuple(keys + [m.name for m in in_sql] + list(histograms.values()))
+    columns = tuple(keys + [m.name for m in measures] + checks)
+    sql_columns = tuple(keys + [m.name for m in in_sql] + list(histograms.values()) + checks)
     check_limit(question.limit)
     order = _order(question, columns, group)
     sorted_later = (
@@ -208,7 +265,8 @@ def compile_question(question: Question, capabilities: Capabilities, database: s
     if question.limit is not None and not sorted_later:
         sql += f" LIMIT {int(question.limit)}"
     if GOOD_COUNT in sql:
-        sql = sql.replace(GOOD_COUNT, good_count(thresholds, plan.rollup) or "")
+        good = "sum(good)" if source is not None else good_count(thresholds, plan.rollup)
+        sql = sql.replace(GOOD_COUNT, good or "")
     if "{seconds:Float64}" in sql:
         parameters["seconds"] = span.total_seconds()
     percentiles = tuple(
@@ -282,7 +340,8 @@ def _plan(
     filters: list[tuple[Dimension, list[Any]]],
     measures: list[Measure],
     capabilities: Capabilities,
-) -> Plan:
+    sources: Sequence[RollupSource],
+) -> tuple[Plan, RollupSource | None]:
     has_percentiles = any(m.is_percentile for m in measures)
     raw_percentiles = "exact" if question.exact is not False else "t-digest"
     has_attainment = any(m.needs_thresholds for m in measures)
@@ -292,9 +351,121 @@ def _plan(
         return Plan("requests", reason, percentiles, "exact" if has_attainment else "none")
 
     if question.exact:
-        return raw("exact percentiles asked")
+        return raw("exact percentiles asked"), None
     if not (capabilities.materialized_views and capabilities.aggregate_states):
-        return raw("this store keeps no materialized rollups")
+        return raw("this store keeps no materialized rollups"), None
+    for source in sources:
+        if not _covers(source, question, dims, filters, measures):
+            continue
+        middle, ends = question.range.split(SOURCE_GRAIN)
+        interval_fits = question.interval is None or question.interval % SOURCE_GRAIN == timedelta(
+            0
+        )
+        if middle is None or not interval_fits:
+            continue
+        plan = Plan(
+            source.table,
+            f"the rollup of {source.label}" + (", ragged ends from raw rows" if ends else ""),
+            "histogram" if has_percentiles else "none",
+            "exact" if has_attainment else "none",
+            middle if ends else None,
+            tuple(ends),
+        )
+        return plan, source
+    return _plan_built_in(question, dims, filters, measures, raw), None
+
+
+SOURCE_GRAIN = timedelta(minutes=1)
+"""The grain of the rollups in :class:`RollupSource` (a minute)."""
+
+
+def _covers(
+    source: RollupSource,
+    question: Question,
+    dims: list[Dimension],
+    filters: list[tuple[Dimension, list[Any]]],
+    measures: list[Measure],
+) -> bool:
+    """Whether ``source`` holds every row and column ``question`` needs."""
+    if question.include_probes or question.keep:
+        return False
+    if any(d.name not in source.dimensions for d in dims):
+        return False
+    asked = {d.name: {str(v) for v in values} for d, values in filters}
+    for key, allowed in source.scope.items():
+        if key not in asked or not asked[key] <= set(allowed):
+            return False  # the question reaches beyond the rollup's scope
+    for name, values in asked.items():
+        if name not in source.dimensions and values != set(source.scope.get(name, ())):
+            return False
+    columns = set(source.columns)
+    for m in measures:
+        if m.needs_thresholds and (
+            "good" not in columns
+            or {k: float(v) for k, v in question.thresholds.items()} != dict(source.thresholds)
+        ):
+            return False
+        if not _needed_columns(m) <= columns:
+            return False
+    return all(f"{check_prefix(c, limit)}_n" in columns for c, limit in question.checks)
+
+
+_ROLLUP_COLUMN = re.compile(r"\b(requests|errors|rejections|good|\w+_sum|\w+_hist)\b")
+
+
+def _needed_columns(m: Measure) -> set[str]:
+    if m.is_percentile:
+        return {f"{m.column}_hist"}
+    if m.rollup is None:
+        return {"(none)"}
+    return set(_ROLLUP_COLUMN.findall(m.rollup))
+
+
+def _composite(source: RollupSource, plan: Plan, database: str, parameters: dict[str, Any]) -> str:
+    """A rollup's whole minutes and the raw rows of the ragged ends, as one row source."""
+    assert plan.middle is not None
+    parameters["middle_since_ms"] = plan.middle.since_ms
+    parameters["middle_until_ms"] = plan.middle.until_ms
+    ends = []
+    for index, end in enumerate(plan.raw_ends):
+        parameters[f"end{index}_since_ms"] = end.since_ms
+        parameters[f"end{index}_until_ms"] = end.until_ms
+        ends.append(
+            f"(ts >= fromUnixTimestamp64Milli({{end{index}_since_ms:Int64}}, 'UTC') "
+            f"AND ts < fromUnixTimestamp64Milli({{end{index}_until_ms:Int64}}, 'UTC'))"
+        )
+    listed = ", ".join(["ts", *source.dimensions, *source.columns])
+    middle = (
+        f"SELECT {listed} FROM {_quote(database)}.{source.table} "
+        "WHERE ts >= fromUnixTimestamp64Milli({middle_since_ms:Int64}, 'UTC') "
+        "AND ts < fromUnixTimestamp64Milli({middle_until_ms:Int64}, 'UTC')"
+    )
+    return f"({middle} UNION ALL {source.rows(database, ' OR '.join(ends))})"
+
+
+def _span(span: TimeRange) -> str:
+    dated = span.since.date() != span.until.date()
+    return f"[{_moment(span.since, dated)}, {_moment(span.until, dated)})"
+
+
+def _moment(moment: datetime, dated: bool) -> str:
+    """``14:01:37``, ``14:02`` or ``14:01:37.250``; with the date when a span crosses days."""
+    if moment.microsecond:
+        text = moment.strftime("%H:%M:%S.%f")[:-3]
+    else:
+        text = moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
+    return f"{moment:%Y-%m-%d} {text}" if dated else text
+
+
+def _plan_built_in(
+    question: Question,
+    dims: list[Dimension],
+    filters: list[tuple[Dimension, list[Any]]],
+    measures: list[Measure],
+    raw: Callable[[str], Plan],
+) -> Plan:
+    has_percentiles = any(m.is_percentile for m in measures)
+    has_attainment = any(m.needs_thresholds for m in measures)
     for dim in dims + [d for d, _ in filters]:
         if not dim.in_rollup:
             return raw(f"the rollups do not keep {dim.name}")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from warehouse.model import fold_histogram, histogram_quantiles
-from warehouse.query.builder import Compiled, Question, compile_question
+from warehouse.query.builder import Compiled, Question, RollupSource, compile_question
 from warehouse.query.result import Result, normalize
 from warehouse.store.base import Store
 
@@ -19,9 +20,9 @@ __all__ = ["ask", "execute", "fetch_values"]
 _PLACEHOLDER = re.compile(r"\{(\w+):[^}]+\}")
 
 
-def ask(store: Store, question: Question) -> Result:
-    """Answer ``question`` from ``store``."""
-    return execute(store, compile_question(question, store.capabilities, store.database))
+def ask(store: Store, question: Question, sources: Sequence[RollupSource] = ()) -> Result:
+    """Answer ``question`` from ``store``; ``sources`` are further rollups (an SLO's)."""
+    return execute(store, compile_question(question, store.capabilities, store.database, sources))
 
 
 def execute(store: Store, compiled: Compiled) -> Result:

@@ -22,12 +22,16 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from warehouse.errors import QueryError
+from warehouse.query import slo_apply
 from warehouse.query.builder import FilterValue, Question
+from warehouse.query.registry import measure
 from warehouse.query.result import Result
 from warehouse.query.run import ask
-from warehouse.query.slo import OPERATORS, SLO
+from warehouse.query.slo import OPERATORS, SLO, Objective
+from warehouse.query.slo_rollup import percentile_holds
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Store
+from warehouse.store.rollup_columns import check_prefix, position_columns
 
 __all__ = ["evaluate", "scoped_filters"]
 
@@ -46,6 +50,9 @@ def evaluate(
     """
     by = list(by)
     scope = scoped_filters(slo, filters)
+    rollup = slo_apply.find(store, slo) if exact is not True else None
+    sources = (rollup.source(),) if rollup is not None else ()
+    checks = rollup.checks if rollup is not None else ()
     common = {"by": by, "filters": scope, "thresholds": slo.thresholds, "exact": exact}
     objectives = list(slo.measures)
     period = ask(
@@ -53,31 +60,37 @@ def evaluate(
         Question(
             measures=["count", "attainment", "goodput_rps", *objectives],
             range=time_range,
+            checks=checks,
             **common,
         ),
+        sources,
     )
     frame = pl.DataFrame(period)
     parts = {"period": period.plan}
     for name, column in _ok_columns(slo).items():
-        objective = slo.objectives[column]
-        holds = _holds(pl.col(objective.measure), objective.op, objective.value)
-        frame = frame.with_columns(holds.alias(name))
+        frame = frame.with_columns(_held(frame, slo.objectives[column]).alias(name))
+    frame = _without_checks(frame, checks)
 
     if objectives:
         windows = ask(
             store,
             Question(
-                measures=["count", *objectives], range=time_range, interval=slo.window, **common
+                measures=["count", *objectives],
+                range=time_range,
+                interval=slo.window,
+                checks=checks,
+                **common,
             ),
+            sources,
         )
-        frame = _join(frame, _compliance(slo, pl.DataFrame(windows), by), by)
+        frame = _join(frame, _compliance(slo, pl.DataFrame(windows), by, checks), by)
         parts["windows"] = windows.plan
     budget = slo.error_budget
     frame = frame.with_columns((1 - (1 - pl.col("attainment")) / budget).alias("budget_remaining"))
     elapsed = period.elapsed_ms
     for label, length in slo.burn_windows:
         window = TimeRange(max(time_range.until - length, time_range.since), time_range.until)
-        burn = ask(store, Question(measures=["attainment"], range=window, **common))
+        burn = ask(store, Question(measures=["attainment"], range=window, **common), sources)
         elapsed += burn.elapsed_ms
         parts[f"burn {label}"] = burn.plan
         rate = pl.DataFrame(burn).select(
@@ -113,18 +126,31 @@ def _ok_columns(slo: SLO) -> dict[str, int]:
     return names
 
 
-def _holds(value: pl.Expr, op: str, limit: float) -> pl.Expr:
-    return OPERATORS[op](value, limit)
+def _held(frame: pl.DataFrame, objective: Objective) -> pl.Series:
+    """Whether ``objective`` holds in each row: from the exact position counts of its
+    limit where an SLO's rollup returned them, else from the measured value."""
+    m = measure(objective.measure)
+    counted = m.is_percentile and m.column is not None
+    if counted and f"{check_prefix(m.column or '', objective.value)}_n" in frame.columns:
+        return percentile_holds(frame, objective)
+    limit = objective.value
+    return frame.select(OPERATORS[objective.op](pl.col(objective.measure), limit)).to_series()
 
 
-def _compliance(slo: SLO, windows: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+def _without_checks(frame: pl.DataFrame, checks: Sequence[tuple[str, float]]) -> pl.DataFrame:
+    names = {piece.name for column, limit in checks for piece in position_columns(column, limit)}
+    return frame.drop([c for c in frame.columns if c in names])
+
+
+def _compliance(
+    slo: SLO, windows: pl.DataFrame, by: list[str], checks: Sequence[tuple[str, float]]
+) -> pl.DataFrame:
     windows = windows.filter(pl.col("count") > 0)
     # No value in a window (no TPOT at all, say) is no evidence against the objective.
     held = [
-        _holds(pl.col(o.measure), o.op, o.value).fill_null(True).alias(f"_held_{i}")
-        for i, o in enumerate(slo.objectives)
+        _held(windows, o).fill_null(True).alias(f"_held_{i}") for i, o in enumerate(slo.objectives)
     ]
-    windows = windows.with_columns(held)
+    windows = _without_checks(windows.with_columns(held), checks)
     flags = [f"_held_{i}" for i in range(len(slo.objectives))]
     weights = [o.weight for o in slo.objectives]
     aggregates = [

@@ -89,6 +89,25 @@ class TimeRange:
         step = int(grain.total_seconds() * 1000)
         return self.since_ms % step == 0 and self.until_ms % step == 0
 
+    def split(self, grain: timedelta) -> tuple[TimeRange | None, list[TimeRange]]:
+        """The whole ``grain`` buckets inside the range, and the ragged ends around them.
+
+        ``[14:01:37, 15:01:12)`` by minutes is ``[14:02, 15:01)`` and the ends
+        ``[14:01:37, 14:02)``, ``[15:01, 15:01:12)``; no middle when no whole bucket fits.
+        """
+        step = int(grain.total_seconds() * 1000)
+        first = -(-self.since_ms // step) * step
+        last = self.until_ms // step * step
+        if first >= last:
+            return None, [self]
+        middle = TimeRange(_from_ms(first), _from_ms(last))
+        ends = []
+        if self.since_ms < first:
+            ends.append(TimeRange(self.since, middle.since))
+        if last < self.until_ms:
+            ends.append(TimeRange(middle.until, self.until))
+        return middle, ends
+
     def __str__(self) -> str:
         return f"[{self.since.isoformat()}, {self.until.isoformat()})"
 
@@ -114,3 +133,7 @@ def _to_ms(moment: datetime) -> datetime:
 
 def _epoch_ms(moment: datetime) -> int:
     return round(moment.timestamp() * 1000)
+
+
+def _from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)

@@ -1,0 +1,160 @@
+"""An SLO compiled into a rollup answers the SLA report exactly as raw rows do.
+
+Every figure that is a count or decided by one (counts, attainment, compliance, burn
+rates, budget, whether each objective holds) must equal the raw computation exactly,
+for ranges that start and end mid-minute (the rollup's whole minutes plus raw rows for
+the ragged ends).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from warehouse.api import Warehouse
+from warehouse.cli import app
+from warehouse.query import slo_apply
+from warehouse.query.slo import load_slo, parse_slo
+from warehouse.query.slo_rollup import SloRollup
+from warehouse.synthetic import synthetic_requests
+from warehouse.synthetic.incidents import Incident
+
+START = datetime(2026, 11, 2, 8, tzinfo=UTC)
+SPAN = timedelta(hours=2)
+
+EXACT = ["count", "attainment", "goodput_rps", "budget_remaining", "compliance", "windows"]
+
+
+@pytest.fixture
+def traffic():
+    return synthetic_requests(
+        30_000,
+        seed=17,
+        start=START,
+        span=SPAN,
+        incidents=[
+            Incident("zone-ttft", at=0.3, length=0.2),
+            Incident("tenant-errors", at=0.6, length=0.1),
+        ],
+    )
+
+
+@pytest.fixture
+def loaded(migrated, traffic) -> Warehouse:
+    warehouse = Warehouse(migrated)
+    warehouse.insert_requests(traffic)
+    return warehouse
+
+
+def both(wh: Warehouse, slo, **kw) -> tuple[pl.DataFrame, pl.DataFrame]:
+    fast = wh.sla(slo, **kw)
+    raw = wh.sla(slo, exact=True, **kw)
+    return fast, raw
+
+
+def assert_same_figures(fast: pl.DataFrame, raw: pl.DataFrame, by: list[str]) -> None:
+    assert fast.height == raw.height > 0
+    fast, raw = fast.sort(by or "count"), raw.sort(by or "count")
+    decided = [c for c in raw.columns if c.endswith("_ok") or c.startswith("burn_rate_")]
+    for column in [*by, *EXACT, *decided, "score"]:
+        assert fast[column].to_list() == raw[column].to_list(), column
+
+
+@pytest.mark.parametrize("name", ["chat-assistant", "code-completion", "batch-summarization"])
+def test_the_report_from_an_slos_rollup_equals_the_raw_report(loaded, name):
+    if not loaded.store.capabilities.materialized_views:
+        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
+    slo = load_slo(name)
+    [applied] = slo_apply.apply(loaded.store, [slo])
+    assert applied.action == "built"
+    since = START + timedelta(minutes=7, seconds=37, milliseconds=250)
+    until = START + SPAN - timedelta(minutes=3, seconds=12)
+    for by in ([], ["model"], ["region", "tenant"]):
+        fast, raw = both(loaded, name, since=since, until=until, by=by, filters={})
+        assert fast.plan.source == applied.table and raw.plan.source == "requests"
+        assert_same_figures(fast, raw, by)
+    described = loaded.sla(name, since=since, until=until).plan.describe()
+    assert f"{applied.table} [08:08, 09:56) + raw requests [08:07:37.250, 08:08)" in described
+    assert "and [09:56, 09:56:48)" in described
+
+
+def test_a_requests_written_after_apply_reach_the_rollup_once(loaded, traffic):
+    if not loaded.store.capabilities.materialized_views:
+        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
+    slo = load_slo("chat-assistant")
+    slo_apply.apply(loaded.store, [slo])
+    later = synthetic_requests(5_000, seed=18, start=START, span=SPAN)
+    loaded.insert_requests(later)
+    fast, raw = both(loaded, "chat-assistant", since=START, until=START + SPAN, filters={})
+    assert_same_figures(fast, raw, [])
+    assert slo_apply.apply(loaded.store, [slo])[0].action == "up to date"
+
+
+def test_new_thresholds_are_a_new_version_and_the_old_one_goes_once_it_is_complete(
+    loaded, tmp_path
+):
+    if not loaded.store.capabilities.materialized_views:
+        applied = slo_apply.apply(loaded.store, [load_slo("chat-assistant")])
+        assert applied[0].action == "not built: this store keeps no rollups"
+        return
+    text = Path(load_slo("chat-assistant").source).read_text()
+    tighter = text.replace("ttft_ms = 300", "ttft_ms = 250")
+    first, second = parse_slo(text, source="chat.toml"), parse_slo(tighter, source="chat.toml")
+    old = slo_apply.apply(loaded.store, [first])[0]
+    new = slo_apply.apply(loaded.store, [second])[0]
+    assert new.table != old.table and new.dropped == (old.table,)
+    listed = slo_apply.status(loaded.store)
+    assert listed["table"].to_list() == [new.table]
+    assert listed["state"].to_list() == ["complete"] and listed["rows"][0] > 0
+    assert SloRollup(second).version in listed["version"].to_list()
+    path = tmp_path / "chat.toml"
+    path.write_text(tighter)
+    fast, raw = both(loaded, str(path), since=START, until=START + SPAN, filters={})
+    assert fast.plan.source == new.table
+    assert_same_figures(fast, raw, [])
+
+
+def test_questions_the_rollup_does_not_cover_read_raw_rows(loaded):
+    if not loaded.store.capabilities.materialized_views:
+        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
+    slo_apply.apply(loaded.store, [load_slo("chat-assistant")])
+    kw = {"since": START, "until": START + SPAN}
+    assert loaded.sla("chat-assistant", by=["zone"], **kw).plan.source == "requests"
+    assert loaded.sla("chat-assistant", filters={"client_app": "web"}, **kw).plan.source == (
+        "requests"
+    )
+    narrowed = loaded.sla("chat-assistant", filters={"model": "llama-3-70b"}, **kw)
+    assert narrowed.plan.source.startswith("slo_chat_assistant_")
+
+
+def test_the_cli_applies_lists_and_reads_an_slos_rollup(loaded, monkeypatch, tmp_path):
+    for name in [n for n in os.environ if n.startswith("LLMWH_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    url = loaded.store.url
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(app, [*args, "--store", url])
+        assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+        return result.stdout if "json" in args else result.stdout + result.stderr
+
+    said = run("slo", "apply", "--slo", "chat-assistant")
+    if not loaded.store.capabilities.materialized_views:
+        assert "not built: this store keeps no rollups" in said
+        assert json.loads(run("slo", "status", "--format", "json")) == []
+        return
+    table = SloRollup(load_slo("chat-assistant")).table
+    assert f"chat-assistant: {table}: built" in said
+    assert "up to date" in run("slo", "apply", "--slo", "chat-assistant")
+    [listed] = json.loads(run("slo", "status", "--format", "json"))
+    assert listed["table"] == table and listed["state"] == "complete"
+    since = f"{START + timedelta(seconds=30):%Y-%m-%dT%H:%M:%SZ}"
+    until = f"{START + SPAN:%Y-%m-%dT%H:%M:%SZ}"
+    report = run("sla", "--slo", "chat-assistant", "--since", since, "--until", until)
+    assert f"source: {table} [08:01, 10:00) + raw requests [08:00:30, 08:01)" in report

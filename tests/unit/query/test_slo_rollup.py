@@ -1,0 +1,118 @@
+"""An SLO's rollup: its versioned name, its columns, and exact percentile objectives."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warehouse.query.slo import parse_objective, parse_slo
+from warehouse.query.slo_rollup import SloRollup, percentile_holds
+from warehouse.store.rollup_columns import check_prefix
+
+CHAT = """
+name = "chat"
+target = 0.99
+[scope]
+service = ["chat"]
+[thresholds]
+ttft_ms = 300
+tpot_ms = 50
+[[objectives]]
+objective = "p95(ttft_ms) <= 200"
+[[objectives]]
+objective = "error_rate <= 0.005"
+[[objectives]]
+objective = "kv_hit_ratio >= 0.2"
+"""
+
+
+def interpolated(values: np.ndarray, level: float) -> float:
+    """The percentile as ClickHouse's quantileExactInclusive computes it."""
+    x = np.sort(values.astype(np.float64))
+    h = level * (len(x) - 1) + 1
+    rank = int(h)
+    if rank >= len(x):
+        return float(x[-1])
+    return float(x[rank - 1] + (h - rank) * (x[rank] - x[rank - 1]))
+
+
+def positions(groups: list[np.ndarray], limit: float) -> pl.DataFrame:
+    """Position counts per group, merged as the rollup merges minutes."""
+    p = check_prefix("ttft_ms", limit)
+    rows = []
+    for values in groups:
+        below, above = values[values < limit], values[values > limit]
+        rows.append(
+            {
+                f"{p}_n": len(values),
+                f"{p}_lt": len(below),
+                f"{p}_le": int((values <= limit).sum()),
+                f"{p}_lo": float(below.max()) if len(below) else 0.0,
+                f"{p}_hi": float(above.min()) if len(above) else float("inf"),
+            }
+        )
+    minutes = pl.DataFrame(rows)
+    return minutes.select(
+        pl.col(f"{p}_n", f"{p}_lt", f"{p}_le").sum(),
+        pl.col(f"{p}_lo").max(),
+        pl.col(f"{p}_hi").min(),
+    )
+
+
+def test_the_version_changes_with_a_threshold_and_not_with_a_description():
+    chat = SloRollup(parse_slo(CHAT))
+    same = SloRollup(parse_slo(CHAT.replace("target = 0.99", "target = 0.995")))
+    tighter = SloRollup(parse_slo(CHAT.replace("ttft_ms = 300", "ttft_ms = 250")))
+    assert chat.table.startswith("slo_chat_") and chat.table == same.table
+    assert tighter.table != chat.table
+
+
+def test_the_rollup_keeps_what_the_objectives_need():
+    names = {c.name for c in SloRollup(parse_slo(CHAT)).columns}
+    assert {"requests", "errors", "rejections", "good", "ttft_ms_hist"} <= names
+    assert {"cached_prompt_tokens_sum", "prompt_tokens_sum"} <= names
+    assert {f"{check_prefix('ttft_ms', 200)}_{k}" for k in ("n", "lt", "le", "lo", "hi")} <= names
+    assert "e2e_ms_hist" not in names
+
+
+def test_rows_apply_the_scope_and_leave_out_probes():
+    sql = SloRollup(parse_slo(CHAT)).rows("db")
+    assert "NOT is_probe" in sql and "service IN ('chat')" in sql
+    assert "coalesce(ttft_ms <= 300.0, false)" in sql and "coalesce(tpot_ms <= 50.0, true)" in sql
+
+
+def test_an_objective_no_rollup_column_answers_leaves_the_slo_uncovered():
+    slo = parse_slo(CHAT + '\n[[objectives]]\nobjective = "avg(prompt_tokens) <= 900"\n')
+    assert SloRollup(parse_slo(CHAT)).covered and not SloRollup(slo).covered
+
+
+# Values on a coarse grid, so that ties with each other and with the limit are common.
+latencies = st.lists(st.integers(0, 40).map(lambda k: k * 12.5), min_size=1, max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    groups=st.lists(latencies, min_size=1, max_size=4),
+    level=st.sampled_from(["50", "75", "90", "95", "99", "99.9"]),
+    op=st.sampled_from(["<=", "<", ">=", ">"]),
+    limit=st.integers(0, 40).map(lambda k: k * 12.5),
+)
+def test_percentile_objectives_are_decided_as_the_exact_percentile_decides_them(
+    groups, level, op, limit
+):
+    arrays = [np.array(g, np.float32) for g in groups]
+    objective = parse_objective(f"p{level}(ttft_ms) {op} {limit}")
+    value = interpolated(np.concatenate(arrays), float(level) / 100)
+    decided = percentile_holds(positions(arrays, limit), objective)
+    assert decided.to_list() == [objective.holds(value)]
+
+
+def test_a_group_without_values_has_no_verdict():
+    objective = parse_objective("p95(ttft_ms) <= 200")
+    p = check_prefix("ttft_ms", 200)
+    frame = pl.DataFrame(
+        {f"{p}_n": [0], f"{p}_lt": [0], f"{p}_le": [0], f"{p}_lo": [0.0], f"{p}_hi": [np.inf]}
+    )
+    assert percentile_holds(frame, objective).to_list() == [None]

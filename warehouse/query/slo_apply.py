@@ -1,0 +1,158 @@
+"""Putting SLO rollups on a store: apply, status, and finding the one that answers.
+
+``apply`` follows the backfill discipline of the rollup migrations: sealing is stopped,
+the new rollup's table is filled from `requests`, its materialized view is created, and
+sealing starts again, so that no sealed request is counted twice. The view is created
+last, so a rollup is complete exactly when its view exists; a build that stopped half
+way is emptied and redone by the next ``apply``. Older versions of the same SLO are
+dropped only after the new one is complete (docs/slo-rollups.md).
+
+A write of per-request events that lands between the backfill and the view's creation
+is in `requests` but not in the rollup: apply SLOs before such writers start (``migrate
+up`` does, for the SLOs the ``slos`` setting names) or while they are stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from warehouse.config import Config
+from warehouse.errors import QueryError
+from warehouse.query.slo import SLO
+from warehouse.query.slo_rollup import SloRollup
+from warehouse.store.base import Store
+
+__all__ = ["Applied", "apply", "find", "status"]
+
+SEAL_VIEW = "request_parts_seal"
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What ``apply`` did for one SLO."""
+
+    slo: str
+    table: str
+    action: str
+    """``built``, ``up to date`` or why it was not built."""
+    dropped: tuple[str, ...] = ()
+
+
+def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> list[Applied]:
+    """Build the rollup of each SLO that lacks a complete one of its current version."""
+    config = config or Config()
+    if store.cluster is not None:
+        raise QueryError("SLO rollups are not built on clusters yet: evaluate SLOs from raw rows")
+    done = []
+    for slo in slos:
+        rollup = SloRollup(slo)
+        if not rollup.covered:
+            done.append(Applied(slo.name, rollup.table, "not built: an objective needs raw rows"))
+        elif not store.capabilities.materialized_views:
+            done.append(Applied(slo.name, rollup.table, "not built: this store keeps no rollups"))
+        elif _complete(store, rollup):
+            done.append(Applied(slo.name, rollup.table, "up to date"))
+        else:
+            _build(store, rollup, config)
+            done.append(Applied(slo.name, rollup.table, "built", _drop_older(store, rollup)))
+    return done
+
+
+def find(store: Store, slo: SLO) -> SloRollup | None:
+    """The SLO's complete rollup of its current version on ``store``, if there is one."""
+    if not store.capabilities.materialized_views or store.cluster is not None:
+        return None
+    rollup = SloRollup(slo)
+    return rollup if rollup.covered and _complete(store, rollup) else None
+
+
+def status(store: Store) -> pl.DataFrame:
+    """Every SLO rollup on the store: its SLO, version, state, size and newest minute."""
+    columns = ["slo", "version", "table", "state", "rows", "bytes", "newest_minute"]
+    if not store.capabilities.materialized_views:
+        return pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
+    tables = store.query_arrow(
+        "SELECT t.name AS table, t.comment AS comment, "
+        "concat(t.name, '_mv') IN "
+        "(SELECT name FROM system.tables WHERE database = {db:String}) AS views, "
+        "coalesce(t.total_rows, 0) AS rows, coalesce(t.total_bytes, 0) AS bytes "
+        "FROM system.tables AS t WHERE t.database = {db:String} AND t.name LIKE 'slo\\\\_%' "
+        "AND t.engine = 'AggregatingMergeTree' ORDER BY t.name",
+        {"db": store.database},
+    ).to_pylist()
+    rows = []
+    for table in tables:
+        meta = _comment(table["comment"])
+        newest = (
+            store.query_arrow(
+                f"SELECT max(ts) AS newest FROM {_quote(store.database)}.{_quote(table['table'])}"
+            )
+            .column("newest")[0]
+            .as_py()
+        )
+        rows.append(
+            {
+                "slo": meta.get("slo", "?"),
+                "version": table["table"].rsplit("_", 1)[-1],
+                "table": table["table"],
+                "state": "complete" if table["views"] else "building",
+                "rows": int(table["rows"]),
+                "bytes": int(table["bytes"]),
+                "newest_minute": newest,
+            }
+        )
+    return pl.DataFrame(rows) if rows else pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
+
+
+def _build(store: Store, rollup: SloRollup, config: Config) -> None:
+    db = store.database
+    sealing = _exists(store, SEAL_VIEW)
+    if sealing:
+        store.command(f"SYSTEM STOP VIEW {_quote(db)}.{SEAL_VIEW}")
+    try:
+        store.command(rollup.create_table(db, config.requests_ttl_days))
+        store.command(f"TRUNCATE TABLE {_quote(db)}.{rollup.table}")  # a half-done build
+        store.command(f"INSERT INTO {_quote(db)}.{rollup.table}\n{rollup.rows(db)}")
+        store.command(rollup.create_view(db))
+    finally:
+        if sealing:
+            store.command(f"SYSTEM START VIEW {_quote(db)}.{SEAL_VIEW}")
+
+
+def _drop_older(store: Store, rollup: SloRollup) -> tuple[str, ...]:
+    older = []
+    for row in status(store).iter_rows(named=True):
+        if row["slo"] == rollup.slo.name and row["table"] != rollup.table:
+            store.command(f"DROP VIEW IF EXISTS {_quote(store.database)}.{row['table']}_mv SYNC")
+            store.command(f"DROP TABLE IF EXISTS {_quote(store.database)}.{row['table']} SYNC")
+            older.append(row["table"])
+    return tuple(older)
+
+
+def _complete(store: Store, rollup: SloRollup) -> bool:
+    return _exists(store, rollup.view)
+
+
+def _exists(store: Store, name: str) -> bool:
+    found = store.query_arrow(
+        "SELECT count() AS n FROM system.tables "
+        "WHERE database = {db:String} AND name = {name:String}",
+        {"db": store.database, "name": name},
+    )
+    return bool(found.column("n")[0].as_py())
+
+
+def _comment(text: str) -> dict:
+    try:
+        found = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'

@@ -1,0 +1,238 @@
+"""An SLO compiled into a rollup: exact counts per minute for its thresholds and objectives.
+
+An SLO's rollup keeps, per minute and group of its dimensions, the valid requests (no
+probes) within its scope: ``requests``, ``errors``, ``rejections`` and ``good`` (ok and
+within every per-request threshold) as exact counts, and for each objective what it
+needs: a latency histogram and the position counts of each percentile objective's limit
+(:func:`warehouse.store.rollup_columns.position_columns`), so that whether
+``p95(ttft_ms) <= 200`` holds over any set of minutes is decided exactly; sums for
+averages, the KV-cache hit ratio and decode speed. Its name carries a version, a hash of
+all that shapes its rows: changing a threshold makes a new rollup (docs/slo-rollups.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+import polars as pl
+
+from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
+from warehouse.query.builder import RollupSource
+from warehouse.query.registry import PERCENTILES, dimension, good_count, measure
+from warehouse.query.slo import OPERATORS, SLO, Objective
+from warehouse.store.rollup_columns import (
+    RollupColumn,
+    check_prefix,
+    position_columns,
+    rollup_column,
+)
+
+__all__ = ["DEFAULT_DIMENSIONS", "GRAIN", "SloRollup", "percentile_holds"]
+
+GRAIN = timedelta(minutes=1)
+DEFAULT_DIMENSIONS = ("tenant", "service", "model", "region")
+"""What an SLO's rollup groups by unless its file says otherwise: what SLAs are written
+against, and what `llmwh sla --by` and `root-cause` drill into."""
+
+_COUNTS = ("requests", "errors", "rejections")
+_PERCENTILE = re.compile(r"^p(\d+)_(\w+)$")
+
+
+@dataclass(frozen=True)
+class SloRollup:
+    """The rollup an SLO compiles to: its columns, its SQL and its versioned name."""
+
+    slo: SLO
+    dimensions: tuple[str, ...] = DEFAULT_DIMENSIONS
+
+    @property
+    def checks(self) -> tuple[tuple[str, float], ...]:
+        """(column, limit) of each percentile objective, each once."""
+        found = []
+        for objective in self.slo.objectives:
+            percentile = _percentile(objective)
+            if percentile is not None:
+                found.append((percentile[0], objective.value))
+        return tuple(dict.fromkeys(found))
+
+    @property
+    def columns(self) -> tuple[RollupColumn, ...]:
+        names = [*_COUNTS]
+        for name in self.slo.measures:
+            names += _columns_of(name)
+        pieces = [rollup_column(name) for name in dict.fromkeys(names)]
+        pieces.insert(3, self._good())
+        for column, limit in self.checks:
+            pieces += position_columns(column, limit)
+        return tuple(pieces)
+
+    @property
+    def covered(self) -> bool:
+        """Whether every objective can be answered from the rollup."""
+        return all(_columns_of(name) is not None for name in self.slo.measures)
+
+    @property
+    def definition(self) -> dict:
+        """All that shapes its rows; its hash is the version."""
+        return {
+            "grain_seconds": int(GRAIN.total_seconds()),
+            "dimensions": list(self.dimensions),
+            "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
+            "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
+            "columns": [c.definition() for c in self.columns],
+        }
+
+    @property
+    def version(self) -> str:
+        text = json.dumps(self.definition, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+    @property
+    def table(self) -> str:
+        slug = re.sub(r"[^a-z0-9]+", "_", self.slo.name.lower()).strip("_")[:40] or "slo"
+        return f"slo_{slug}_{self.version}"
+
+    @property
+    def view(self) -> str:
+        return f"{self.table}_mv"
+
+    def rows(self, database: str, condition: str = "") -> str:
+        """ClickHouse SQL of its rows from `requests` (those ``condition`` picks, if given)."""
+        terms = ["NOT is_probe"]
+        for key, values in sorted(self.slo.scope.items()):
+            listed = ", ".join(_literal(v) for v in values)
+            terms.append(f"{dimension(key).sql} IN ({listed})")
+        source = f"{_quote(database)}.requests"
+        if condition:
+            # A condition on ts must see the request's ts, not the minute aliased over it.
+            source = f"(SELECT * FROM {source} WHERE {condition}) AS requests"
+        keys = ", ".join(self.dimensions)
+        select = ",\n    ".join(
+            [
+                "toStartOfMinute(ts) AS ts",
+                *self.dimensions,
+                *(c.from_requests for c in self.columns),
+            ]
+        )
+        return (
+            f"SELECT\n    {select}\nFROM {source}\nWHERE {' AND '.join(terms)}\nGROUP BY ts, {keys}"
+        )
+
+    def create_table(self, database: str, ttl_days: int) -> str:
+        columns = ",\n    ".join(
+            [
+                "ts DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))",
+                *(f"{d} LowCardinality(String)" for d in self.dimensions),
+                *(c.definition() for c in self.columns),
+            ]
+        )
+        comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
+        return (
+            f"CREATE TABLE IF NOT EXISTS {_quote(database)}.{self.table}\n(\n    {columns}\n)\n"
+            "ENGINE = AggregatingMergeTree\nPARTITION BY toDate(ts)\n"
+            f"ORDER BY ({', '.join(self.dimensions)}, ts)\n"
+            f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
+            "SETTINGS ttl_only_drop_parts = 1\n"
+            f"COMMENT {_literal(comment)}"
+        )
+
+    def create_view(self, database: str) -> str:
+        return (
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {_quote(database)}.{self.view} "
+            f"TO {_quote(database)}.{self.table} AS\n{self.rows(database)}"
+        )
+
+    def source(self) -> RollupSource:
+        """How the query layer reads it."""
+        return RollupSource(
+            table=self.table,
+            label=f"SLO {self.slo.name}",
+            dimensions=self.dimensions,
+            scope=dict(self.slo.scope),
+            thresholds={k: float(v) for k, v in self.slo.thresholds.items()},
+            columns=tuple(c.name for c in self.columns),
+            rows=self.rows,
+        )
+
+    def _good(self) -> RollupColumn:
+        limits = {column: repr(float(limit)) for column, limit in self.slo.thresholds.items()}
+        count = good_count(limits, rollup=False)
+        return RollupColumn(
+            "good", "SimpleAggregateFunction(sum, UInt64)", f"{count} AS good", "sum(good) AS good"
+        )
+
+
+def _columns_of(name: str) -> list[str] | None:
+    """The rollup columns a measure reads, or None when no rollup column can answer it."""
+    if name in ("count", "error_count", "rejection_count", "error_rate", "rejection_rate", "rps"):
+        return []
+    if name in ("attainment", "goodput_rps", "good_count"):
+        return []
+    if name == "kv_hit_ratio":
+        return ["cached_prompt_tokens_sum", "prompt_tokens_sum"]
+    if name == "decode_tps":
+        return ["decode_tokens_sum", "decode_ms_sum"]
+    match = _PERCENTILE.match(name)
+    if match and match[1] in PERCENTILES and match[2] in LATENCY_COLUMNS:
+        return [f"{match[2]}_hist"]
+    if name.startswith("avg_") and name[4:] in LATENCY_COLUMNS:
+        return [f"{name[4:]}_sum", f"{name[4:]}_hist"]
+    if name.startswith("sum_") and name[4:] in TOKEN_COLUMNS and name[4:] != "max_context_tokens":
+        return [f"{name[4:]}_sum"]
+    return None
+
+
+def _percentile(objective: Objective) -> tuple[str, float] | None:
+    m = measure(objective.measure)
+    if not m.is_percentile or m.column is None or m.level is None:
+        return None
+    return m.column, m.level
+
+
+def percentile_holds(frame: pl.DataFrame, objective: Objective) -> pl.Series:
+    """Whether a percentile objective holds in each row, from its position counts.
+
+    Exactly as comparing the exact percentile with the limit would decide it. The
+    percentile interpolates linearly between the order statistics at ``h = q (n - 1)``
+    (ClickHouse's ``quantileExactInclusive``, numpy's default); the statistics next to
+    the limit are ``lo`` (the largest value below it), the limit itself, or ``hi``,
+    so the interpolated value is either computed from them or known to lie on one side.
+    Rows without values give null, as a percentile of nothing is.
+    """
+    found = _percentile(objective)
+    assert found is not None, objective
+    column, level = found
+    p = check_prefix(column, objective.value)
+    n = frame[f"{p}_n"].to_numpy().astype(np.int64)
+    lt = frame[f"{p}_lt"].to_numpy().astype(np.int64)
+    le = frame[f"{p}_le"].to_numpy().astype(np.int64)
+    lo = frame[f"{p}_lo"].to_numpy().astype(np.float64)
+    hi = frame[f"{p}_hi"].to_numpy().astype(np.float64)
+    limit = float(objective.value)
+    with np.errstate(invalid="ignore"):
+        h = level * (n - 1) + 1  # one-based rank, as ClickHouse computes it
+        rank = np.floor(h).astype(np.int64)
+        i = rank - 1  # the lower order statistic, zero-based
+        fraction = h - rank
+        x_i = np.where(i == lt - 1, lo, limit)  # where i is next to the limit
+        x_j = np.where(i + 1 == le, hi, limit)
+        value = np.where(fraction > 0, x_i + fraction * (x_j - x_i), x_i)
+        value = np.where(i >= le, np.inf, value)  # the lower statistic is above the limit
+        below = np.where(fraction > 0, i + 1 < lt, i < lt)
+        value = np.where(below, -np.inf, value)
+        holds = OPERATORS[objective.op](value, limit)
+    series = pl.Series(f"{objective.measure}_holds", holds, pl.Boolean)
+    return series.scatter(np.flatnonzero(n == 0), None) if (n == 0).any() else series
+
+
+def _literal(value: str) -> str:
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
