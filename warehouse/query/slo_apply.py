@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import polars as pl
 
 from warehouse.config import Config
 from warehouse.errors import QueryError
+from warehouse.query.registry import dimension
 from warehouse.query.slo import SLO
-from warehouse.query.slo_rollup import SloRollup
+from warehouse.query.slo_rollup import GRAIN, SloRollup
 from warehouse.store.base import Store
 
 __all__ = ["Applied", "apply", "find", "status"]
@@ -71,8 +73,9 @@ def find(store: Store, slo: SLO) -> SloRollup | None:
 
 
 def status(store: Store) -> pl.DataFrame:
-    """Every SLO rollup on the store: its SLO, version, state, size and newest minute."""
-    columns = ["slo", "version", "table", "state", "rows", "bytes", "newest_minute"]
+    """Every SLO rollup on the store: its SLO, version, state, size, newest minute, and
+    its lag: how far the newest request in its scope is past its newest minute."""
+    columns = ["slo", "version", "table", "state", "rows", "bytes", "newest_minute", "lag_seconds"]
     if not store.capabilities.materialized_views:
         return pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
     tables = store.query_arrow(
@@ -87,13 +90,7 @@ def status(store: Store) -> pl.DataFrame:
     rows = []
     for table in tables:
         meta = _comment(table["comment"])
-        newest = (
-            store.query_arrow(
-                f"SELECT max(ts) AS newest FROM {_quote(store.database)}.{_quote(table['table'])}"
-            )
-            .column("newest")[0]
-            .as_py()
-        )
+        newest = _newest(store, f"{_quote(store.database)}.{_quote(table['table'])}")
         rows.append(
             {
                 "slo": meta.get("slo", "?"),
@@ -103,9 +100,41 @@ def status(store: Store) -> pl.DataFrame:
                 "rows": int(table["rows"]),
                 "bytes": int(table["bytes"]),
                 "newest_minute": newest,
+                "lag_seconds": _lag(store, newest, meta.get("scope", {})),
             }
         )
     return pl.DataFrame(rows) if rows else pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
+
+
+def _newest(
+    store: Store, table: str, where: str = "", parameters: dict | None = None
+) -> datetime | None:
+    found = store.query_arrow(
+        f"SELECT max(ts) AS newest, count() AS n FROM {table} {where}", parameters
+    ).to_pylist()[0]
+    # Of no rows, ClickHouse's max(ts) is the epoch: the count tells them apart.
+    return found["newest"] if found["n"] else None
+
+
+def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
+    """Seconds from the rollup's newest minute to that of the newest request in its scope
+    (reading only the requests after that minute)."""
+    if newest is None:
+        return None
+    after = newest + GRAIN
+    terms = ["ts >= fromUnixTimestamp64Milli({after:Int64}, 'UTC')", "NOT is_probe"]
+    parameters: dict = {"after": int(after.timestamp() * 1000)}
+    for k, (key, values) in enumerate(sorted(scope.items())):
+        names = [f"s{k}_{i}" for i in range(len(values))]
+        parameters.update(zip(names, values, strict=True))
+        listed = ", ".join(f"{{{name}:String}}" for name in names)
+        terms.append(f"{dimension(key).sql} IN ({listed})")
+    later = _newest(
+        store, f"{_quote(store.database)}.requests", f"WHERE {' AND '.join(terms)}", parameters
+    )
+    if later is None or later < after:
+        return 0.0
+    return (later.replace(second=0, microsecond=0) - newest).total_seconds()
 
 
 def _build(store: Store, rollup: SloRollup, config: Config) -> None:
