@@ -79,7 +79,7 @@ class Warehouse:
         question = Question(
             measures=list(measures),
             by=list(by),
-            filters=self._scoped(filters),
+            filters=self.scoped(filters),
             range=time_range(since, until),
             thresholds=dict(thresholds or {}),
             exact=exact,
@@ -107,7 +107,7 @@ class Warehouse:
         question = Question(
             measures=list(measures),
             by=list(by),
-            filters=self._scoped(filters),
+            filters=self.scoped(filters),
             range=time_range(since, until),
             interval=parse_duration(interval),
             thresholds=dict(thresholds or {}),
@@ -133,7 +133,7 @@ class Warehouse:
         """
         objective = _load(slo)
         period = time_range(since or _ago(objective.period), until)
-        return evaluate(self.store, objective, period, by, self._scoped(filters), exact=exact)
+        return evaluate(self.store, objective, period, by, self.scoped(filters), exact=exact)
 
     def slo_apply(self, slos: Sequence[str | Path | SLO] | None = None) -> list[Applied]:
         """Compile SLOs into rollups (default: the ``slos`` setting, else every shipped
@@ -171,7 +171,7 @@ class Warehouse:
             dimension,
             a,
             b,
-            self._scoped(filters),
+            self.scoped(filters),
             thresholds,
             level,
         )
@@ -203,7 +203,7 @@ class Warehouse:
             measure,
             by,
             parse_duration(interval),
-            self._scoped(filters),
+            self.scoped(filters),
             thresholds,
             baseline=baseline,
             z_threshold=z_threshold,
@@ -230,19 +230,23 @@ class Warehouse:
         Bad means failed, rejected or over a per-request threshold: ``thresholds``, or
         the SLO's (whose scope then also filters the requests).
         """
+        sources = ()
         if slo is not None:
             objective = _load(slo)
             filters = scoped_filters(objective, filters)
             thresholds = {**objective.thresholds, **(thresholds or {})}
+            rollup = slo_apply.find(self.store, objective) if exact is not True else None
+            sources = (rollup.source(),) if rollup is not None else ()
         return root_cause(
             self.store,
             time_range(since, until),
             thresholds,
             dimensions,
-            self._scoped(filters),
+            self.scoped(filters),
             min_share=min_share,
             limit=limit,
             exact=exact,
+            sources=sources,
         )
 
     def sql(self, query: str, parameters: dict[str, Any] | None = None) -> pl.DataFrame:
@@ -252,7 +256,7 @@ class Warehouse:
         """
         return normalize(run_read_only(self.store, query, parameters, tenant=self.tenant))
 
-    def _scoped(self, filters: Mapping[str, FilterValue] | None) -> dict[str, FilterValue]:
+    def scoped(self, filters: Mapping[str, FilterValue] | None) -> dict[str, FilterValue]:
         """``filters``, held to this warehouse's tenant when it has one."""
         scoped = dict(filters or {})
         if self.tenant is None:

@@ -287,3 +287,22 @@ def test_llmwh_export_without_slo_serves_the_configured_slos(
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_with_the_slos_rollup_every_figure_stays_the_same(wh):
+    if not wh.store.capabilities.materialized_views:
+        pytest.skip("DuckDB keeps no materialized rollups: the exporter reads raw rows")
+    before = scrape_refreshed(exporter_for(wh, top=2))
+    [applied] = wh.slo_apply([SLO])
+    assert applied.action == "built"
+    after = scrape_refreshed(exporter_for(wh, top=2))
+    for name in ("llmwh_slo_requests", "llmwh_slo_attainment", "llmwh_slo_burn_rate"):
+        assert samples(after, name) == samples(before, name), name
+    for name in ("llmwh_slo_objective_met", "llmwh_slo_error_budget_remaining"):
+        assert samples(after, name) == samples(before, name), name
+    assert any(labels for labels in samples(after, "llmwh_slo_objective_met"))
+
+
+def scrape_refreshed(exporter: SLAExporter) -> dict[str, list]:
+    exporter.refresh()
+    return scrape(exporter)

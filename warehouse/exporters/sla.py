@@ -32,9 +32,13 @@ from prometheus_client.registry import Collector
 
 from warehouse.api import Warehouse
 from warehouse.errors import InvalidArgument
+from warehouse.query import slo_apply
+from warehouse.query.builder import Question
 from warehouse.query.registry import dimension
+from warehouse.query.run import ask
+from warehouse.query.sla import held
 from warehouse.query.slo import SLO
-from warehouse.query.timerange import parse_duration
+from warehouse.query.timerange import parse_duration, time_range
 
 __all__ = ["DEFAULT_WINDOWS", "SLAExporter"]
 
@@ -146,7 +150,8 @@ class SLAExporter(Collector):
         budget = 1 - slo.target
         for label, length in sorted(windows.items(), key=lambda item: item[1]):
             frame = self._ask(slo, measures, until - length, until, keep)
-            for row in frame.iter_rows(named=True):
+            met = {o: held(frame, o).to_list() for o in slo.objectives}
+            for index, row in enumerate(frame.iter_rows(named=True)):
                 values = [slo.name, *(str(row[name]) for name in self.by), label]
                 gauges["requests"].add_metric(values, row["count"] or 0)
                 for name in ("attainment", "error_rate", "rejection_rate"):
@@ -156,8 +161,8 @@ class SLAExporter(Collector):
                 for measure in slo.measures:
                     _add(gauges["objective"], [*values, measure], row[measure])
                 for objective in slo.objectives:
-                    held = objective.holds(row[objective.measure])
-                    gauges["met"].add_metric([*values, objective.text], 1.0 if held else 0.0)
+                    holds = met[objective][index]
+                    gauges["met"].add_metric([*values, objective.text], 1.0 if holds else 0.0)
         remaining = GaugeMetricFamily(
             "llmwh_slo_error_budget_remaining",
             "Share of the error budget left over the SLO period (below 0 once spent).",
@@ -175,15 +180,7 @@ class SLAExporter(Collector):
     def _top_values(self, slo: SLO, since: datetime, until: datetime) -> dict[str, list[str]]:
         keep = {}
         for name, asked in zip(self.by, self._by_sql, strict=True):
-            frame = self.warehouse.drill(
-                [asked],
-                ["count"],
-                slo.filters(),
-                since,
-                until,
-                order_by="-count",
-                limit=self.top,
-            )
+            frame = self._ask(slo, ["count"], since, until, by=[asked], top=True)
             if frame.height:  # no traffic: nothing to bound
                 keep[name] = [str(v) for v in frame[name].to_list()]
         return keep
@@ -194,17 +191,27 @@ class SLAExporter(Collector):
         measures: list[str],
         since: datetime,
         until: datetime,
-        keep: dict[str, list[str]],
+        keep: dict[str, list[str]] | None = None,
+        by: list[str] | None = None,
+        top: bool = False,
     ) -> pl.DataFrame:
-        return self.warehouse.drill(
-            self._by_sql,
-            measures,
-            slo.filters(),
-            since,
-            until,
+        """The measures per group over ``[since, until)``: from the SLO's rollup when it
+        has one (one small query whatever the traffic), with the position counts that
+        decide its percentile objectives exactly."""
+        wh = self.warehouse
+        rollup = slo_apply.find(wh.store, slo)
+        question = Question(
+            measures=measures,
+            range=time_range(since, until),
+            by=self._by_sql if by is None else by,
+            filters=wh.scoped(slo.filters()),
             thresholds=slo.thresholds,
-            keep=keep,
+            keep=keep or {},
+            checks=rollup.checks if rollup is not None else (),
+            order_by="-count" if top else None,
+            limit=self.top if top else None,
         )
+        return pl.DataFrame(ask(wh.store, question, (rollup.source(),) if rollup else ()))
 
     # -- exposing ---------------------------------------------------------------------
 

@@ -387,7 +387,7 @@ def _covers(
     measures: list[Measure],
 ) -> bool:
     """Whether ``source`` holds every row and column ``question`` needs."""
-    if question.include_probes or question.keep:
+    if question.include_probes:
         return False
     if any(d.name not in source.dimensions for d in dims):
         return False

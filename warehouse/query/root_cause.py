@@ -22,7 +22,7 @@ import polars as pl
 
 from warehouse.errors import QueryError
 from warehouse.model import LABEL_COLUMNS
-from warehouse.query.builder import FilterValue, Question, check_limit
+from warehouse.query.builder import FilterValue, Question, RollupSource, check_limit
 from warehouse.query.registry import dimension
 from warehouse.query.result import Result
 from warehouse.query.run import ask
@@ -44,8 +44,10 @@ def root_cause(
     min_share: float = 0.01,
     limit: int | None = 20,
     exact: bool | None = None,
+    sources: Sequence[RollupSource] = (),
 ) -> Result:
-    """The dimension values ranked by the bad requests they carry beyond their share."""
+    """The dimension values ranked by the bad requests they carry beyond their share;
+    ``sources`` (an SLO's rollup) answer the dimensions they keep."""
     check_limit(limit)
     if not 0 <= min_share < 1:
         raise QueryError(f"bad min_share {min_share!r}: expected a share between 0 and 1")
@@ -67,6 +69,7 @@ def root_cause(
                 thresholds=dict(thresholds or {}),
                 exact=exact,
             ),
+            sources,
         )
         elapsed += answer.elapsed_ms
         parts[name] = answer.plan

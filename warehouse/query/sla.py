@@ -18,22 +18,29 @@ For each group of the ``by`` dimensions, over ``[since, until)``:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import polars as pl
 
 from warehouse.errors import QueryError
 from warehouse.query import slo_apply
-from warehouse.query.builder import FilterValue, Question
+from warehouse.query.builder import (
+    Compiled,
+    FilterValue,
+    Question,
+    RollupSource,
+    compile_question,
+)
 from warehouse.query.registry import measure
 from warehouse.query.result import Result
-from warehouse.query.run import ask
+from warehouse.query.run import ask, execute
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.query.slo_rollup import percentile_holds
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Store
 from warehouse.store.rollup_columns import check_prefix, position_columns
 
-__all__ = ["evaluate", "scoped_filters"]
+__all__ = ["evaluate", "held", "scoped_filters"]
 
 
 def evaluate(
@@ -68,26 +75,24 @@ def evaluate(
     frame = pl.DataFrame(period)
     parts = {"period": period.plan}
     for name, column in _ok_columns(slo).items():
-        frame = frame.with_columns(_held(frame, slo.objectives[column]).alias(name))
+        frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
     frame = _without_checks(frame, checks)
 
+    elapsed = period.elapsed_ms
     if objectives:
-        windows = ask(
-            store,
-            Question(
-                measures=["count", *objectives],
-                range=time_range,
-                interval=slo.window,
-                checks=checks,
-                **common,
-            ),
-            sources,
+        asked = Question(
+            measures=["count", *objectives],
+            range=time_range,
+            interval=slo.window,
+            checks=checks,
+            **common,
         )
+        windows = execute(store, _compiled(store, asked, sources, _decided(slo, checks)))
         frame = _join(frame, _compliance(slo, pl.DataFrame(windows), by, checks), by)
         parts["windows"] = windows.plan
+        elapsed += windows.elapsed_ms
     budget = slo.error_budget
     frame = frame.with_columns((1 - (1 - pl.col("attainment")) / budget).alias("budget_remaining"))
-    elapsed = period.elapsed_ms
     for label, length in slo.burn_windows:
         window = TimeRange(max(time_range.until - length, time_range.since), time_range.until)
         burn = ask(store, Question(measures=["attainment"], range=window, **common), sources)
@@ -126,7 +131,31 @@ def _ok_columns(slo: SLO) -> dict[str, int]:
     return names
 
 
-def _held(frame: pl.DataFrame, objective: Objective) -> pl.Series:
+def _decided(slo: SLO, checks: Sequence[tuple[str, float]]) -> set[str]:
+    """Percentile measures every objective of which the position counts decide."""
+    decided = set()
+    for name in slo.measures:
+        m = measure(name)
+        limits = [o.value for o in slo.objectives if o.measure == name]
+        if m.is_percentile and all((m.column, limit) in checks for limit in limits):
+            decided.add(name)
+    return decided
+
+
+def _compiled(
+    store: Store, question: Question, sources: Sequence[RollupSource], decided: set[str]
+) -> Compiled:
+    """``question`` compiled; from a rollup, without the percentile values that only
+    decide objectives (their position counts decide them, and cost no histogram)."""
+    if sources and decided:
+        lean = replace(question, measures=[m for m in question.measures if m not in decided])
+        compiled = compile_question(lean, store.capabilities, store.database, sources)
+        if compiled.plan.source in {source.table for source in sources}:
+            return compiled
+    return compile_question(question, store.capabilities, store.database, sources)
+
+
+def held(frame: pl.DataFrame, objective: Objective) -> pl.Series:
     """Whether ``objective`` holds in each row: from the exact position counts of its
     limit where an SLO's rollup returned them, else from the measured value."""
     m = measure(objective.measure)
@@ -147,10 +176,10 @@ def _compliance(
 ) -> pl.DataFrame:
     windows = windows.filter(pl.col("count") > 0)
     # No value in a window (no TPOT at all, say) is no evidence against the objective.
-    held = [
-        _held(windows, o).fill_null(True).alias(f"_held_{i}") for i, o in enumerate(slo.objectives)
+    verdicts = [
+        held(windows, o).fill_null(True).alias(f"_held_{i}") for i, o in enumerate(slo.objectives)
     ]
-    windows = _without_checks(windows.with_columns(held), checks)
+    windows = _without_checks(windows.with_columns(verdicts), checks)
     flags = [f"_held_{i}" for i in range(len(slo.objectives))]
     weights = [o.weight for o in slo.objectives]
     aggregates = [

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow.compute as pc
 import pytest
 from typer.testing import CliRunner
 
@@ -158,3 +159,41 @@ def test_the_cli_applies_lists_and_reads_an_slos_rollup(loaded, monkeypatch, tmp
     until = f"{START + SPAN:%Y-%m-%dT%H:%M:%SZ}"
     report = run("sla", "--slo", "chat-assistant", "--since", since, "--until", until)
     assert f"source: {table} [08:01, 10:00) + raw requests [08:00:30, 08:01)" in report
+
+
+def test_a_rollup_without_its_view_is_building_lags_and_is_rebuilt_whole(loaded, traffic):
+    if not loaded.store.capabilities.materialized_views:
+        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
+    slo = load_slo("chat-assistant")
+    [applied] = slo_apply.apply(loaded.store, [slo])
+    assert slo_apply.status(loaded.store)["lag_seconds"].to_list() == [0.0]
+    loaded.store.command(f"DROP VIEW {loaded.store.database}.{applied.table}_mv SYNC")
+    later = synthetic_requests(200, seed=19, start=START + SPAN + timedelta(minutes=10))
+    loaded.insert_requests(later.filter(pc.equal(later.column("service"), "chat")))
+    [row] = slo_apply.status(loaded.store).iter_rows(named=True)
+    assert row["state"] == "building" and row["lag_seconds"] >= 600
+    assert slo_apply.find(loaded.store, slo) is None  # sla reads raw rows meanwhile
+    assert slo_apply.apply(loaded.store, [slo])[0].action == "built"
+    until = START + SPAN + timedelta(hours=2)
+    fast, raw = both(loaded, "chat-assistant", since=START, until=until, filters={})
+    assert fast.plan.source == applied.table
+    assert_same_figures(fast, raw, [])
+
+
+def test_root_cause_over_the_slos_dimensions_reads_its_rollup_and_agrees(loaded):
+    if not loaded.store.capabilities.materialized_views:
+        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
+    [applied] = slo_apply.apply(loaded.store, [load_slo("chat-assistant")])
+    kw = {
+        "slo": "chat-assistant",
+        "dimensions": ["model", "region", "zone"],
+        "since": START + timedelta(minutes=3, seconds=5),
+        "until": START + SPAN - timedelta(seconds=20),
+        "limit": None,
+        "min_share": 0.0,
+    }
+    fast, raw = loaded.root_cause(**kw), loaded.root_cause(exact=True, **kw)
+    assert fast.parts["model"].source == applied.table == fast.parts["region"].source
+    assert fast.parts["zone"].source == "requests"  # not a dimension the rollup keeps
+    assert fast.sort("dimension", "value").equals(raw.sort("dimension", "value"))
+    assert fast.filter(pl.col("dimension") == "zone")["bad"].sum() > 0
