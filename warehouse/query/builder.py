@@ -99,16 +99,20 @@ class RollupSource:
     """
 
     table: str
+    """Its finest table (per minute)."""
     label: str
     """How the plan names it, e.g. ``SLO chat-assistant``."""
+    grains: tuple[tuple[timedelta, str], ...]
+    """Its tables by grain, finest (a minute, :attr:`table`) first: coarser ones hold the
+    same columns merged, for long ranges."""
     dimensions: tuple[str, ...]
     scope: Mapping[str, tuple[str, ...]]
     thresholds: Mapping[str, float]
     columns: tuple[str, ...]
     """Its measure columns, in the order of its rows."""
-    rows: Callable[[str, str], str]
-    """``rows(database, condition)``: ClickHouse SQL of its rows (``ts``, the dimensions,
-    the columns) from the `requests` rows a condition on them picks."""
+    rows: Callable[[str, str, Sequence[str]], str]
+    """``rows(database, condition, columns)``: ClickHouse SQL of its rows (``ts``, the
+    dimensions, those of its columns) from the `requests` rows a condition picks."""
 
 
 @dataclass(frozen=True)
@@ -123,10 +127,10 @@ class Plan:
     buckets) or ``none`` (no percentile asked)."""
     attainment: str = "none"
     """``exact``, ``histogram`` (a rollup's latency buckets) or ``none`` (not asked)."""
-    middle: TimeRange | None = None
-    """With :attr:`raw_ends`: the whole minutes read from the rollup."""
-    raw_ends: tuple[TimeRange, ...] = ()
-    """The ragged ends of a range read from raw rows beside a rollup's whole minutes."""
+    pieces: tuple[tuple[str, TimeRange], ...] = ()
+    """A range read in pieces: each a table (``requests`` for raw rows) and the part of
+    the range it answers, coarsest first (an SLO rollup's whole hours, then minutes,
+    then the ragged ends from raw rows)."""
 
     @property
     def rollup(self) -> bool:
@@ -134,9 +138,14 @@ class Plan:
 
     def describe(self) -> str:
         kind = f"rollup {self.source}" if self.rollup else "raw requests"
-        if self.middle is not None and self.raw_ends:
-            ends = " and ".join(_span(end) for end in self.raw_ends)
-            kind = f"{self.source} {_span(self.middle)} + raw requests {ends}"
+        if len(self.pieces) > 1:
+            tables = dict.fromkeys(table for table, _ in self.pieces)
+            kind = " + ".join(
+                ("raw requests" if table == "requests" else table)
+                + " "
+                + " and ".join(_span(span) for t, span in self.pieces if t == table)
+                for table in tables
+            )
         text = f"source: {kind} ({self.reason})"
         if self.percentiles == "t-digest":
             text += f"; percentiles {TDIGEST_ERROR}"
@@ -164,7 +173,10 @@ class Compiled:
     """``(order_by, limit)`` to apply after the histograms are read."""
 
     def render(self, dialect: str) -> str:
-        return dialects.transpile(self.sql, dialect)
+        """The SQL for a store of ``dialect``. It is written in ClickHouse SQL, so a
+        ClickHouse store takes it as it is: a round trip through sqlglot cost 15 ms a
+        query, more than a rollup's answer."""
+        return self.sql if dialect == "clickhouse" else dialects.transpile(self.sql, dialect)
 
 
 def compile_question(
@@ -186,7 +198,7 @@ def compile_question(
         "since_ms": question.range.since_ms,
         "until_ms": question.range.until_ms,
     }
-    if plan.raw_ends:
+    if len(plan.pieces) > 1:
         # Raw rows of the ends are summarised per minute: the outer range takes their minutes.
         parameters["since_ms"] = question.range.since_ms // 60_000 * 60_000
         parameters["until_ms"] = -(-question.range.until_ms // 60_000) * 60_000
@@ -246,8 +258,10 @@ def compile_question(
     )
 
     table = f"{_quote(database)}.{plan.source}"
-    if source is not None and plan.middle is not None and plan.raw_ends:
-        table = _composite(source, plan, database, parameters)
+    if source is not None and len(plan.pieces) > 1:
+        asked = " ".join(select) + (" good" if GOOD_COUNT in " ".join(select) else "")
+        used = [c for c in source.columns if re.search(rf"\b{c}\b", asked)]
+        table = _composite(source, plan, database, parameters, used)
     sql = f"SELECT {', '.join(select)} FROM {table} AS src {where}"
     if group:
         sql += f" GROUP BY {', '.join(group)}"
@@ -357,26 +371,45 @@ def _plan(
     for source in sources:
         if not _covers(source, question, dims, filters, measures):
             continue
-        middle, ends = question.range.split(SOURCE_GRAIN)
-        interval_fits = question.interval is None or question.interval % SOURCE_GRAIN == timedelta(
-            0
-        )
-        if middle is None or not interval_fits:
+        pieces = _pieces(source, question)
+        if pieces is None:
             continue
+        used = [table for table, _ in pieces]
+        raw_rows = " and ragged ends from raw rows" if "requests" in used else ""
         plan = Plan(
-            source.table,
-            f"the rollup of {source.label}" + (", ragged ends from raw rows" if ends else ""),
+            pieces[0][0],
+            f"the rollup of {source.label}{raw_rows}",
             "histogram" if has_percentiles else "none",
             "exact" if has_attainment else "none",
-            middle if ends else None,
-            tuple(ends),
+            tuple(pieces),
         )
         return plan, source
     return _plan_built_in(question, dims, filters, measures, raw), None
 
 
-SOURCE_GRAIN = timedelta(minutes=1)
-"""The grain of the rollups in :class:`RollupSource` (a minute)."""
+def _pieces(source: RollupSource, question: Question) -> list[tuple[str, TimeRange]] | None:
+    """The range cut into the coarsest whole buckets a table of ``source`` holds (whole
+    hours, then minutes) and the ragged rest from raw rows; None when no minute fits."""
+    usable = [
+        (grain, table)
+        for grain, table in source.grains
+        if question.interval is None or question.interval % grain == timedelta(0)
+    ]
+    if not usable:
+        return None
+    pieces: list[tuple[str, TimeRange]] = []
+    rest = [question.range]
+    for grain, table in reversed(usable):
+        later = []
+        for span in rest:
+            middle, ends = span.split(grain)
+            if middle is not None:
+                pieces.append((table, middle))
+            later += ends
+        rest = later
+    if not pieces:
+        return None
+    return pieces + [("requests", span) for span in sorted(rest, key=lambda r: r.since)]
 
 
 def _covers(
@@ -421,26 +454,31 @@ def _needed_columns(m: Measure) -> set[str]:
     return set(_ROLLUP_COLUMN.findall(m.rollup))
 
 
-def _composite(source: RollupSource, plan: Plan, database: str, parameters: dict[str, Any]) -> str:
-    """A rollup's whole minutes and the raw rows of the ragged ends, as one row source."""
-    assert plan.middle is not None
-    parameters["middle_since_ms"] = plan.middle.since_ms
-    parameters["middle_until_ms"] = plan.middle.until_ms
-    ends = []
-    for index, end in enumerate(plan.raw_ends):
-        parameters[f"end{index}_since_ms"] = end.since_ms
-        parameters[f"end{index}_until_ms"] = end.until_ms
-        ends.append(
-            f"(ts >= fromUnixTimestamp64Milli({{end{index}_since_ms:Int64}}, 'UTC') "
-            f"AND ts < fromUnixTimestamp64Milli({{end{index}_until_ms:Int64}}, 'UTC'))"
+def _composite(
+    source: RollupSource,
+    plan: Plan,
+    database: str,
+    parameters: dict[str, Any],
+    used: Sequence[str],
+) -> str:
+    """The pieces of a range, each from its table or from raw rows, as one row source of
+    the ``used`` columns (raw rows cost only the aggregates asked)."""
+    listed = ", ".join(["ts", *source.dimensions, *used])
+    selects, raw = [], []
+    for index, (table, span) in enumerate(plan.pieces):
+        parameters[f"p{index}_since_ms"] = span.since_ms
+        parameters[f"p{index}_until_ms"] = span.until_ms
+        within = (
+            f"ts >= fromUnixTimestamp64Milli({{p{index}_since_ms:Int64}}, 'UTC') "
+            f"AND ts < fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC')"
         )
-    listed = ", ".join(["ts", *source.dimensions, *source.columns])
-    middle = (
-        f"SELECT {listed} FROM {_quote(database)}.{source.table} "
-        "WHERE ts >= fromUnixTimestamp64Milli({middle_since_ms:Int64}, 'UTC') "
-        "AND ts < fromUnixTimestamp64Milli({middle_until_ms:Int64}, 'UTC')"
-    )
-    return f"({middle} UNION ALL {source.rows(database, ' OR '.join(ends))})"
+        if table == "requests":
+            raw.append(f"({within})")
+        else:
+            selects.append(f"SELECT {listed} FROM {_quote(database)}.{table} WHERE {within}")
+    if raw:
+        selects.append(source.rows(database, " OR ".join(raw), used))
+    return f"({' UNION ALL '.join(selects)})"
 
 
 def _span(span: TimeRange) -> str:

@@ -15,6 +15,7 @@ up`` does, for the SLOs the ``slos`` setting names) or while they are stopped.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -79,26 +80,27 @@ def status(store: Store) -> pl.DataFrame:
     if not store.capabilities.materialized_views:
         return pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
     tables = store.query_arrow(
-        "SELECT t.name AS table, t.comment AS comment, "
-        "concat(t.name, '_mv') IN "
-        "(SELECT name FROM system.tables WHERE database = {db:String}) AS views, "
-        "coalesce(t.total_rows, 0) AS rows, coalesce(t.total_bytes, 0) AS bytes "
-        "FROM system.tables AS t WHERE t.database = {db:String} AND t.name LIKE 'slo\\\\_%' "
-        "AND t.engine = 'AggregatingMergeTree' ORDER BY t.name",
+        "SELECT name AS table, comment, engine, coalesce(total_rows, 0) AS rows, "
+        "coalesce(total_bytes, 0) AS bytes FROM system.tables "
+        "WHERE database = {db:String} AND name LIKE 'slo\\_%' ORDER BY name",
         {"db": store.database},
     ).to_pylist()
+    names = {t["table"] for t in tables}
     rows = []
     for table in tables:
+        if not _BASE.match(table["table"]):
+            continue
+        name = table["table"]
         meta = _comment(table["comment"])
-        newest = _newest(store, f"{_quote(store.database)}.{_quote(table['table'])}")
+        newest = _newest(store, f"{_quote(store.database)}.{_quote(name)}")
         rows.append(
             {
                 "slo": meta.get("slo", "?"),
-                "version": table["table"].rsplit("_", 1)[-1],
-                "table": table["table"],
-                "state": "complete" if table["views"] else "building",
+                "version": name.rsplit("_", 1)[-1],
+                "table": name,
+                "state": "complete" if f"{name}_mv" in names else "building",
                 "rows": int(table["rows"]),
-                "bytes": int(table["bytes"]),
+                "bytes": sum(int(t["bytes"]) for t in tables if _part_of(t, name)),
                 "newest_minute": newest,
                 "lag_seconds": _lag(store, newest, meta.get("scope", {})),
             }
@@ -143,23 +145,50 @@ def _build(store: Store, rollup: SloRollup, config: Config) -> None:
     if sealing:
         store.command(f"SYSTEM STOP VIEW {_quote(db)}.{SEAL_VIEW}")
     try:
-        store.command(rollup.create_table(db, config.requests_ttl_days))
-        store.command(f"TRUNCATE TABLE {_quote(db)}.{rollup.table}")  # a half-done build
+        for statement in rollup.create_tables(db, config.requests_ttl_days):
+            store.command(statement)
+        for _, table in rollup.grains:  # a half-done build starts again, views first
+            store.command(f"DROP VIEW IF EXISTS {_quote(db)}.{table}_mv SYNC")
+        for _, table in rollup.grains:
+            store.command(f"TRUNCATE TABLE {_quote(db)}.{table}")
         store.command(f"INSERT INTO {_quote(db)}.{rollup.table}\n{rollup.rows(db)}")
-        store.command(rollup.create_view(db))
+        for table, select in rollup.coarser(db):
+            store.command(f"INSERT INTO {_quote(db)}.{table}\n{select}")
+        for statement in rollup.create_views(db):
+            store.command(statement)
     finally:
         if sealing:
             store.command(f"SYSTEM START VIEW {_quote(db)}.{SEAL_VIEW}")
 
 
 def _drop_older(store: Store, rollup: SloRollup) -> tuple[str, ...]:
-    older = []
-    for row in status(store).iter_rows(named=True):
-        if row["slo"] == rollup.slo.name and row["table"] != rollup.table:
-            store.command(f"DROP VIEW IF EXISTS {_quote(store.database)}.{row['table']}_mv SYNC")
-            store.command(f"DROP TABLE IF EXISTS {_quote(store.database)}.{row['table']} SYNC")
-            older.append(row["table"])
+    """Drop the older versions of the rollup's SLO (views first, then tables)."""
+    older = [
+        row["table"]
+        for row in status(store).iter_rows(named=True)
+        if row["slo"] == rollup.slo.name and row["table"] != rollup.table
+    ]
+    if not older:
+        return ()
+    listed = store.query_arrow(
+        "SELECT name AS table, engine FROM system.tables WHERE database = {db:String}",
+        {"db": store.database},
+    ).to_pylist()
+    for base in older:
+        doomed = [t for t in listed if t["table"] == base or t["table"].startswith(f"{base}_")]
+        for t in sorted(doomed, key=lambda t: t["engine"] != "MaterializedView"):
+            kind = "VIEW" if t["engine"] == "MaterializedView" else "TABLE"
+            store.command(f"DROP {kind} IF EXISTS {_quote(store.database)}.{t['table']} SYNC")
     return tuple(older)
+
+
+def _part_of(table: dict, base: str) -> bool:
+    name = table["table"]
+    is_data = table["engine"] != "MaterializedView"
+    return is_data and (name == base or name.startswith(f"{base}_"))
+
+
+_BASE = re.compile(r"^slo_[a-z0-9_]*_[0-9a-f]{10}$")
 
 
 def _complete(store: Store, rollup: SloRollup) -> bool:

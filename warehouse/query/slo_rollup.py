@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -35,6 +36,7 @@ from warehouse.store.rollup_columns import (
 __all__ = ["DEFAULT_DIMENSIONS", "GRAIN", "SloRollup", "percentile_holds"]
 
 GRAIN = timedelta(minutes=1)
+HOUR = timedelta(hours=1)
 DEFAULT_DIMENSIONS = ("tenant", "service", "model", "region")
 """What an SLO's rollup groups by unless its file says otherwise: what SLAs are written
 against, and what `llmwh sla --by` and `root-cause` drill into."""
@@ -80,7 +82,7 @@ class SloRollup:
     def definition(self) -> dict:
         """All that shapes its rows; its hash is the version."""
         return {
-            "grain_seconds": int(GRAIN.total_seconds()),
+            "grains_seconds": [int(grain.total_seconds()) for grain in self._lengths()],
             "dimensions": list(self.dimensions),
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
@@ -101,8 +103,9 @@ class SloRollup:
     def view(self) -> str:
         return f"{self.table}_mv"
 
-    def rows(self, database: str, condition: str = "") -> str:
-        """ClickHouse SQL of its rows from `requests` (those ``condition`` picks, if given)."""
+    def rows(self, database: str, condition: str = "", columns: Sequence[str] | None = None) -> str:
+        """ClickHouse SQL of its rows from `requests` (those ``condition`` picks, if given;
+        only the named ``columns``, if given)."""
         terms = ["NOT is_probe"]
         for key, values in sorted(self.slo.scope.items()):
             listed = ", ".join(_literal(v) for v in values)
@@ -116,14 +119,35 @@ class SloRollup:
             [
                 "toStartOfMinute(ts) AS ts",
                 *self.dimensions,
-                *(c.from_requests for c in self.columns),
+                *(c.from_requests for c in self.columns if columns is None or c.name in columns),
             ]
         )
         return (
             f"SELECT\n    {select}\nFROM {source}\nWHERE {' AND '.join(terms)}\nGROUP BY ts, {keys}"
         )
 
-    def create_table(self, database: str, ttl_days: int) -> str:
+    @property
+    def grains(self) -> tuple[tuple[timedelta, str], ...]:
+        """Its tables by grain, finest first: per minute; per compliance window when that
+        divides an hour; per hour. Coarser tables are filled from the minute table."""
+        return tuple(
+            (grain, self.table if grain == GRAIN else f"{self.table}_{_label(grain)}")
+            for grain in self._lengths()
+        )
+
+    def _lengths(self) -> list[timedelta]:
+        window = self.slo.window
+        lengths = [GRAIN]
+        if (
+            GRAIN < window < HOUR
+            and HOUR % window == timedelta(0)
+            and window % GRAIN == timedelta(0)
+        ):
+            lengths.append(window)
+        return [*lengths, HOUR]
+
+    def create_tables(self, database: str, ttl_days: int) -> list[str]:
+        """CREATE TABLE of each of its tables, finest first."""
         columns = ",\n    ".join(
             [
                 "ts DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))",
@@ -132,26 +156,55 @@ class SloRollup:
             ]
         )
         comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
-        return (
-            f"CREATE TABLE IF NOT EXISTS {_quote(database)}.{self.table}\n(\n    {columns}\n)\n"
-            "ENGINE = AggregatingMergeTree\nPARTITION BY toDate(ts)\n"
-            f"ORDER BY ({', '.join(self.dimensions)}, ts)\n"
-            f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
-            "SETTINGS ttl_only_drop_parts = 1\n"
-            f"COMMENT {_literal(comment)}"
-        )
+        statements = []
+        for grain, table in self.grains:
+            partition = "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
+            statements.append(
+                f"CREATE TABLE IF NOT EXISTS {_quote(database)}.{table}\n(\n    {columns}\n)\n"
+                f"ENGINE = AggregatingMergeTree\nPARTITION BY {partition}\n"
+                f"ORDER BY ({', '.join(self.dimensions)}, ts)\n"
+                f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
+                "SETTINGS ttl_only_drop_parts = 1\n"
+                f"COMMENT {_literal(comment)}"
+            )
+        return statements
 
-    def create_view(self, database: str) -> str:
-        return (
-            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {_quote(database)}.{self.view} "
-            f"TO {_quote(database)}.{self.table} AS\n{self.rows(database)}"
+    def coarser(self, database: str) -> list[tuple[str, str]]:
+        """(table, SELECT filling it from the minute table) of each coarser table."""
+        keys = ", ".join(self.dimensions)
+        merged = ",\n    ".join(c.merge for c in self.columns)
+        found = []
+        for grain, table in self.grains[1:]:
+            bucket = f"toStartOfInterval(ts, INTERVAL {int(grain.total_seconds())} SECOND)"
+            found.append(
+                (
+                    table,
+                    f"SELECT\n    {bucket} AS ts, {keys},\n    {merged}\n"
+                    f"FROM {_quote(database)}.{self.table}\nGROUP BY ts, {keys}",
+                )
+            )
+        return found
+
+    def create_views(self, database: str) -> list[str]:
+        """The materialized views that keep its tables filled; the minute table's, from
+        `requests`, last (its existence marks the rollup complete)."""
+        db = _quote(database)
+        views = [
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{table}_mv TO {db}.{table} AS\n{select}"
+            for table, select in self.coarser(database)
+        ]
+        views.append(
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{self.view} "
+            f"TO {db}.{self.table} AS\n{self.rows(database)}"
         )
+        return views
 
     def source(self) -> RollupSource:
         """How the query layer reads it."""
         return RollupSource(
             table=self.table,
             label=f"SLO {self.slo.name}",
+            grains=self.grains,
             dimensions=self.dimensions,
             scope=dict(self.slo.scope),
             thresholds={k: float(v) for k, v in self.slo.thresholds.items()},
@@ -236,3 +289,8 @@ def _literal(value: str) -> str:
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+def _label(grain: timedelta) -> str:
+    seconds = int(grain.total_seconds())
+    return f"{seconds // 60}m" if seconds % 3600 else f"{seconds // 3600}h"

@@ -78,11 +78,14 @@ def test_the_report_from_an_slos_rollup_equals_the_raw_report(loaded, name):
     until = START + SPAN - timedelta(minutes=3, seconds=12)
     for by in ([], ["model"], ["region", "tenant"]):
         fast, raw = both(loaded, name, since=since, until=until, by=by, filters={})
-        assert fast.plan.source == applied.table and raw.plan.source == "requests"
+        assert fast.plan.source.startswith(applied.table) and raw.plan.source == "requests"
         assert_same_figures(fast, raw, by)
-    described = loaded.sla(name, since=since, until=until).plan.describe()
-    assert f"{applied.table} [08:08, 09:56) + raw requests [08:07:37.250, 08:08)" in described
-    assert "and [09:56, 09:56:48)" in described
+    if name == "chat-assistant":  # whole 5-minute windows, whole minutes, raw ends
+        described = loaded.sla(name, since=since, until=until).plan.describe()
+        assert (
+            f"source: {applied.table}_5m [08:10, 09:55) + {applied.table} [08:08, 08:10) and "
+            "[09:55, 09:56) + raw requests [08:07:37.250, 08:08) and [09:56, 09:56:48) "
+        ) in described
 
 
 def test_a_requests_written_after_apply_reach_the_rollup_once(loaded, traffic):
@@ -117,7 +120,7 @@ def test_new_thresholds_are_a_new_version_and_the_old_one_goes_once_it_is_comple
     path = tmp_path / "chat.toml"
     path.write_text(tighter)
     fast, raw = both(loaded, str(path), since=START, until=START + SPAN, filters={})
-    assert fast.plan.source == new.table
+    assert fast.plan.source == f"{new.table}_1h"  # whole hours
     assert_same_figures(fast, raw, [])
 
 
@@ -158,7 +161,10 @@ def test_the_cli_applies_lists_and_reads_an_slos_rollup(loaded, monkeypatch, tmp
     since = f"{START + timedelta(seconds=30):%Y-%m-%dT%H:%M:%SZ}"
     until = f"{START + SPAN:%Y-%m-%dT%H:%M:%SZ}"
     report = run("sla", "--slo", "chat-assistant", "--since", since, "--until", until)
-    assert f"source: {table} [08:01, 10:00) + raw requests [08:00:30, 08:01)" in report
+    assert (
+        f"source: {table}_1h [09:00, 10:00) + {table}_5m [08:05, 09:00) + {table} [08:01, 08:05)"
+        " + raw requests [08:00:30, 08:01)"
+    ) in report
 
 
 def test_a_rollup_without_its_view_is_building_lags_and_is_rebuilt_whole(loaded, traffic):
@@ -176,7 +182,7 @@ def test_a_rollup_without_its_view_is_building_lags_and_is_rebuilt_whole(loaded,
     assert slo_apply.apply(loaded.store, [slo])[0].action == "built"
     until = START + SPAN + timedelta(hours=2)
     fast, raw = both(loaded, "chat-assistant", since=START, until=until, filters={})
-    assert fast.plan.source == applied.table
+    assert fast.plan.source == f"{applied.table}_1h"
     assert_same_figures(fast, raw, [])
 
 
@@ -193,7 +199,7 @@ def test_root_cause_over_the_slos_dimensions_reads_its_rollup_and_agrees(loaded)
         "min_share": 0.0,
     }
     fast, raw = loaded.root_cause(**kw), loaded.root_cause(exact=True, **kw)
-    assert fast.parts["model"].source == applied.table == fast.parts["region"].source
+    assert fast.parts["model"].source == f"{applied.table}_5m" == fast.parts["region"].source
     assert fast.parts["zone"].source == "requests"  # not a dimension the rollup keeps
     assert fast.sort("dimension", "value").equals(raw.sort("dimension", "value"))
     assert fast.filter(pl.col("dimension") == "zone")["bad"].sum() > 0

@@ -1,0 +1,173 @@
+"""The SLA report of an SLO over N requests: from its rollup, from raw rows, and on DuckDB.
+
+    python benchmarks/slo_report.py [--rows 10000000] [--runs 5] [--chunk 1000000]
+        [--slo chat-assistant] [--backends clickhouse,duckdb]
+
+The report is ``Warehouse.sla(slo)`` over the 7 days ending now: mid-minute, so a
+rollup answers it in pieces (whole hours, whole windows, whole minutes, and raw rows for
+the ragged ends). The requests span the 7 days before now, generated in chunks of
+``--chunk`` (a seed and a consecutive slice each), with a TTFT incident.
+
+Paths:
+
+* ``slo rollup`` (ClickHouse): after ``slo apply``, the default plan;
+* ``raw exact`` (ClickHouse): ``exact=True``, every figure from raw rows;
+* ``duckdb raw`` (DuckDB): the same report from raw rows (DuckDB keeps no rollups).
+
+It prints the load rate with and without the SLO's rollup (the rollup's insert cost),
+the build time of ``slo apply`` over the loaded rows, the rollup's size against
+`requests`, and the report's median time per path over ``--runs`` rounds (every path
+once a round, so other work on the machine falls on all alike). The exact figures
+(count, attainment, compliance, budget, burn rates, objective verdicts) must agree
+between the paths, or the script exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from warehouse.api import Warehouse
+from warehouse.store import open_store
+from warehouse.store.embedded import start_server, stop_server
+from warehouse.synthetic import synthetic_requests
+from warehouse.synthetic.incidents import Incident
+
+SPAN = timedelta(days=7)
+EXACT = ["count", "attainment", "budget_remaining", "compliance", "windows", "score"]
+
+
+def chunks(rows: int, chunk: int, now: datetime):
+    count = -(-rows // chunk)
+    for k in range(count):
+        n = min(chunk, rows - k * chunk)
+        start = now - SPAN + SPAN * k / count
+        yield synthetic_requests(
+            n,
+            seed=k,
+            start=start,
+            span=SPAN / count,
+            incidents=[Incident("zone-ttft", at=0.5, length=0.2)],
+        )
+
+
+def load(wh: Warehouse, rows: int, chunk: int, now: datetime) -> tuple[float, int]:
+    """Insert the requests; the rate counts the inserts only, not the generating."""
+    spent, loaded = 0.0, 0
+    for table in chunks(rows, chunk, now):
+        started = time.perf_counter()
+        wh.insert_requests(table)
+        spent += time.perf_counter() - started
+        loaded += table.num_rows
+    return loaded / spent, loaded
+
+
+def table_bytes(wh: Warehouse, prefix: str) -> int:
+    found = wh.store.query_arrow(
+        "SELECT sum(bytes_on_disk) AS b FROM system.parts WHERE active "
+        "AND database = {db:String} AND startsWith(table, {p:String})",
+        {"db": wh.store.database, "p": prefix},
+    )
+    return int(found.column("b")[0].as_py() or 0)
+
+
+def figures(frame: pl.DataFrame) -> pl.DataFrame:
+    decided = [c for c in frame.columns if c.endswith("_ok") or c.startswith("burn_rate_")]
+    return frame.select([*EXACT, *decided])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--chunk", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--slo", default="chat-assistant")
+    parser.add_argument("--backends", default="clickhouse,duckdb")
+    args = parser.parse_args()
+    backends = args.backends.split(",")
+    now = datetime.now(UTC)
+    with tempfile.TemporaryDirectory(prefix="slo-report-") as tmp:
+        root = Path(tmp)
+        server = start_server(root / "clickhouse", http_port=0, tcp_port=0)
+        try:
+            return run(args, backends, now, root, server)
+        finally:
+            stop_server(root / "clickhouse")
+
+
+def run(args, backends, now, root, server) -> int:
+    stores: dict[str, Warehouse] = {}
+    if "clickhouse" in backends:
+        bare = Warehouse(open_store(server.store_url("bare")))
+        bare.migrate()
+        rate_bare, _ = load(bare, min(args.rows, 2 * args.chunk), args.chunk, now)
+        bare.store.command("DROP DATABASE bare SYNC")
+        wh = Warehouse(open_store(server.store_url("bench")))
+        wh.migrate()
+        [applied] = wh.slo_apply([args.slo])  # before the load: its view fills it
+        rate_slo, _ = load(wh, min(args.rows, 2 * args.chunk), args.chunk, now)
+        wh.store.command(f"DROP DATABASE {wh.store.database} SYNC")
+        wh = Warehouse(open_store(server.store_url("bench")))
+        wh.migrate()
+        rate, loaded = load(wh, args.rows, args.chunk, now)
+        started = time.perf_counter()
+        [applied] = wh.slo_apply([args.slo])
+        build = time.perf_counter() - started
+        rollup, raw = table_bytes(wh, applied.table), table_bytes(wh, "requests")
+        print(
+            f"clickhouse: {loaded:,} requests loaded at {rate:,.0f} rows/s; over the first "
+            f"{min(args.rows, 2 * args.chunk):,}: {rate_bare:,.0f} rows/s without the SLO's "
+            f"rollup, {rate_slo:,.0f} with it ({rate_slo / rate_bare:.2f}x)"
+        )
+        print(
+            f"slo apply: {build:.1f} s; rollup {rollup / 1e6:.1f} MB on disk against "
+            f"{raw / 1e6:.1f} MB of requests ({rollup / raw:.1%})"
+        )
+        stores["slo rollup"] = wh
+        stores["raw exact"] = wh
+    if "duckdb" in backends:
+        duck = Warehouse(open_store(f"duckdb://{root / 'warehouse.duckdb'}"))
+        duck.migrate()
+        rate, loaded = load(duck, args.rows, args.chunk, now)
+        print(f"duckdb: {loaded:,} requests loaded at {rate:,.0f} rows/s")
+        stores["duckdb raw"] = duck
+    times: dict[str, list[float]] = {path: [] for path in stores}
+    answers: dict[str, pl.DataFrame] = {}
+    plans: dict[str, str] = {}
+    # Ending now, so mid-minute; the same instant for every path and round, so that
+    # every path answers the same question.
+    until = datetime.now(UTC)
+    for round_ in range(args.runs + 1):
+        for path, wh in stores.items():
+            started = time.perf_counter()
+            exact = True if path == "raw exact" else None
+            result = wh.sla(args.slo, since=until - SPAN, until=until, exact=exact)
+            if round_:  # the first round warms up
+                times[path].append(time.perf_counter() - started)
+            answers[path], plans[path] = figures(result), result.plan.describe()
+    print(f"\nthe {args.slo} report over the last 7 days (median of {args.runs}):")
+    for path, samples in times.items():
+        print(f"  {path:<11} {statistics.median(samples) * 1000:9.1f} ms   {plans[path][:110]}")
+    if "slo rollup" in times and "duckdb raw" in times:
+        ratio = statistics.median(times["duckdb raw"]) / statistics.median(times["slo rollup"])
+        print(f"  rollup vs duckdb raw: {ratio:.1f}x faster")
+    first = next(iter(answers.values()))
+    disagree = [p for p, a in answers.items() if not a.equals(first)]
+    if disagree:
+        print(f"the exact figures differ on {', '.join(disagree)}:", file=sys.stderr)
+        for path, answer in answers.items():
+            print(path, answer, file=sys.stderr)
+        return 1
+    print("exact figures agree on every path")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
