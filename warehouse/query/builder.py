@@ -21,7 +21,7 @@ from warehouse.query import dialects
 from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Capabilities
-from warehouse.store.rollup_columns import check_prefix, position_columns
+from warehouse.store.rollup_columns import BUILT_IN, check_prefix, position_columns, rollup_columns
 
 __all__ = [
     "HISTOGRAM_ERROR",
@@ -113,6 +113,11 @@ class RollupSource:
     rows: Callable[[str, str, Sequence[str]], str]
     """``rows(database, condition, columns)``: ClickHouse SQL of its rows (``ts``, the
     dimensions, those of its columns) from the `requests` rows a condition picks."""
+    good: str | None = "sum(good)"
+    """SQL of its count of good requests; None when it keeps no such count, and the good
+    count comes from the latency histograms (the built-in rollups, one threshold)."""
+    probes: bool = False
+    """Whether its rows hold probes too, under an ``is_probe`` dimension."""
 
 
 @dataclass(frozen=True)
@@ -245,21 +250,27 @@ def compile_question(
 
     checks: list[str] = []
     if source is not None:
-        # The rollup holds only its scope, without probes: filters it implies are dropped.
+        # An SLO's rollup holds only its scope: filters it implies are dropped.
         filters = [(d, v) for d, v in filters if d.name in source.dimensions]
         for column, limit in question.checks:
             for piece in position_columns(column, limit):
                 select.append(piece.merge)
                 checks.append(piece.name)
+    if any(GOOD_COUNT in item for item in select):
+        good = source.good if source is not None else None
+        good = good or good_count(thresholds, plan.rollup) or ""
+        select = [item.replace(GOOD_COUNT, good) for item in select]
+    with_probes = question.include_probes or "is_probe" in question.filters
     where = _conditions(
         filters,
-        source is not None or question.include_probes or "is_probe" in question.filters,
+        with_probes or (source is not None and not source.probes),
         parameters,
+        prewhere=len(plan.pieces) <= 1,  # PREWHERE reads a table, not a union of pieces
     )
 
     table = f"{_quote(database)}.{plan.source}"
     if source is not None and len(plan.pieces) > 1:
-        asked = " ".join(select) + (" good" if GOOD_COUNT in " ".join(select) else "")
+        asked = " ".join(select) + " is_probe" * (not with_probes)
         used = [c for c in source.columns if re.search(rf"\b{c}\b", asked)]
         table = _composite(source, plan, database, parameters, used)
     sql = f"SELECT {', '.join(select)} FROM {table} AS src {where}"
@@ -278,9 +289,6 @@ def compile_question(
     sql += order
     if question.limit is not None and not sorted_later:
         sql += f" LIMIT {int(question.limit)}"
-    if GOOD_COUNT in sql:
-        good = "sum(good)" if source is not None else good_count(thresholds, plan.rollup)
-        sql = sql.replace(GOOD_COUNT, good or "")
     if "{seconds:Float64}" in sql:
         parameters["seconds"] = span.total_seconds()
     percentiles = tuple(
@@ -320,7 +328,10 @@ def compile_values(
 
 
 def _conditions(
-    filters: list[tuple[Dimension, list[Any]]], include_probes: bool, parameters: dict[str, Any]
+    filters: list[tuple[Dimension, list[Any]]],
+    include_probes: bool,
+    parameters: dict[str, Any],
+    prewhere: bool = True,
 ) -> str:
     """``PREWHERE ... WHERE ...`` of a question (the DuckDB rendering merges the two).
 
@@ -332,13 +343,16 @@ def _conditions(
         "ts >= fromUnixTimestamp64Milli({since_ms:Int64}, 'UTC')",
         "ts < fromUnixTimestamp64Milli({until_ms:Int64}, 'UTC')",
     ]
-    prewhere = "" if include_probes else "PREWHERE NOT is_probe "
+    probes = "" if include_probes else "PREWHERE NOT is_probe "
+    if not prewhere and not include_probes:
+        where.append("NOT is_probe")
+        probes = ""
     for index, (dim, values) in enumerate(filters):
         names = [f"f{index}_{i}" for i in range(len(values))]
         parameters.update(zip(names, values, strict=True))
         placeholders = ", ".join(f"{{{name}:{dim.param_type}}}" for name in names)
         where.append(f"{dim.sql} IN ({placeholders})")
-    return f"{prewhere}WHERE {' AND '.join(where)}"
+    return f"{probes}WHERE {' AND '.join(where)}"
 
 
 def _check_names(dims: list[Dimension], measures: list[Measure], timeseries: bool) -> None:
@@ -376,15 +390,65 @@ def _plan(
             continue
         used = [table for table, _ in pieces]
         raw_rows = " and ragged ends from raw rows" if "requests" in used else ""
+        attainment = "exact" if source.good is not None else "histogram"
         plan = Plan(
             pieces[0][0],
             f"the rollup of {source.label}{raw_rows}",
             "histogram" if has_percentiles else "none",
-            "exact" if has_attainment else "none",
+            attainment if has_attainment else "none",
             tuple(pieces),
         )
         return plan, source
+    if not question.range.aligned_to(SOURCE_GRAIN):
+        # The built-in minute rollup, in pieces: whole hours and minutes, raw ragged ends.
+        built_in = _built_in_source()
+        if all(d.in_rollup for d in dims + [d for d, _ in filters]) and _covers(
+            built_in, question, dims, filters, measures
+        ):
+            pieces = _pieces(built_in, question)
+            if pieces is not None:
+                return (
+                    Plan(
+                        pieces[0][0],
+                        "the range does not align to whole minutes: "
+                        "its whole minutes from rollups, its ragged ends from raw rows",
+                        "histogram" if has_percentiles else "none",
+                        "histogram" if has_attainment else "none",
+                        tuple(pieces),
+                    ),
+                    built_in,
+                )
     return _plan_built_in(question, dims, filters, measures, raw), None
+
+
+SOURCE_GRAIN = timedelta(minutes=1)
+
+
+def _built_in_source() -> RollupSource:
+    """`requests_1m` and `requests_sla_1h` as a source read in pieces."""
+    return RollupSource(
+        table="requests_1m",
+        label="requests_1m",
+        grains=((SOURCE_GRAIN, "requests_1m"), (timedelta(hours=1), "requests_sla_1h")),
+        dimensions=SLA_ROLLUP_DIMENSIONS,
+        scope={},
+        thresholds={},
+        columns=tuple(BUILT_IN),
+        rows=_built_in_rows,
+        good=None,
+        probes=True,
+    )
+
+
+def _built_in_rows(database: str, condition: str, columns: Sequence[str]) -> str:
+    """Rows of the built-in minute rollup from the `requests` rows ``condition`` picks."""
+    keys = ", ".join(SLA_ROLLUP_DIMENSIONS)
+    pieces = [c.from_requests for c in rollup_columns(BUILT_IN) if c.name in columns]
+    return (
+        f"SELECT toStartOfMinute(ts) AS ts, {keys}, {', '.join(pieces)} "
+        f"FROM (SELECT * FROM {_quote(database)}.requests WHERE {condition}) AS requests "
+        f"GROUP BY ts, {keys}"
+    )
 
 
 def _pieces(source: RollupSource, question: Question) -> list[tuple[str, TimeRange]] | None:
@@ -420,7 +484,7 @@ def _covers(
     measures: list[Measure],
 ) -> bool:
     """Whether ``source`` holds every row and column ``question`` needs."""
-    if question.include_probes:
+    if question.include_probes and not source.probes:
         return False
     if any(d.name not in source.dimensions for d in dims):
         return False
@@ -433,7 +497,11 @@ def _covers(
             return False
     columns = set(source.columns)
     for m in measures:
-        if m.needs_thresholds and (
+        if m.needs_thresholds and source.good is None:
+            limits = {column: "0" for column in question.thresholds}
+            if good_count(limits, rollup=True) is None:
+                return False
+        elif m.needs_thresholds and (
             "good" not in columns
             or {k: float(v) for k, v in question.thresholds.items()} != dict(source.thresholds)
         ):

@@ -56,7 +56,13 @@ def test_percentiles_of_one_column_share_one_pass():
         ({"by": ["zone"]}, "requests_1h"),
         ({"filters": {"ab_group": "b"}}, "requests_1h"),
         ({"range": time_range("2026-11-30T00:05Z", "2026-11-30T02:00Z")}, "requests_1m"),
-        ({"range": time_range("2026-11-30T00:05:30Z", "2026-11-30T02:00Z")}, "requests"),
+        # Whole hours, then whole minutes, from rollups; the ragged 30 s from raw rows.
+        ({"range": time_range("2026-11-30T00:05:30Z", "2026-11-30T02:00Z")}, "requests_sla_1h"),
+        ({"range": time_range("2026-11-30T00:05:30Z", "2026-11-30T00:05:50Z")}, "requests"),
+        (
+            {"by": ["zone"], "range": time_range("2026-11-30T00:05:30Z", "2026-11-30T02:00Z")},
+            "requests",
+        ),
         ({"interval": timedelta(minutes=5)}, "requests_1m"),
         ({"interval": timedelta(hours=2)}, "requests_sla_1h"),
         ({"interval": timedelta(seconds=30)}, "requests"),
