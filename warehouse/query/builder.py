@@ -541,7 +541,13 @@ def _composite(
             f"AND ts < fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC')"
         )
         if table == "requests":
-            raw.append(f"({within})")
+            # The hour too: `requests` is keyed by the hour, the time itself comes later.
+            hours = (
+                f"toStartOfHour(ts) >= toStartOfHour(fromUnixTimestamp64Milli("
+                f"{{p{index}_since_ms:Int64}}, 'UTC')) AND toStartOfHour(ts) <= toStartOfHour("
+                f"fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC'))"
+            )
+            raw.append(f"({within} AND {hours})")
         else:
             selects.append(f"SELECT {listed} FROM {_quote(database)}.{table} WHERE {within}")
     if raw:

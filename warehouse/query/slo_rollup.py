@@ -112,8 +112,11 @@ class SloRollup:
             terms.append(f"{dimension(key).sql} IN ({listed})")
         source = f"{_quote(database)}.requests"
         if condition:
-            # A condition on ts must see the request's ts, not the minute aliased over it.
-            source = f"(SELECT * FROM {source} WHERE {condition}) AS requests"
+            # A condition on ts must see the request's ts, not the minute aliased over it;
+            # the scope goes with it, so that the table's key narrows what is read.
+            terms.append(f"({condition})")
+            source = f"(SELECT * FROM {source} WHERE {' AND '.join(terms)}) AS requests"
+            terms = []
         keys = ", ".join(self.dimensions)
         select = ",\n    ".join(
             [
@@ -123,7 +126,9 @@ class SloRollup:
             ]
         )
         return (
-            f"SELECT\n    {select}\nFROM {source}\nWHERE {' AND '.join(terms)}\nGROUP BY ts, {keys}"
+            f"SELECT\n    {select}\nFROM {source}\n"
+            + (f"WHERE {' AND '.join(terms)}\n" if terms else "")
+            + f"GROUP BY ts, {keys}"
         )
 
     @property
