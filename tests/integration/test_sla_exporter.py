@@ -289,9 +289,8 @@ def test_llmwh_export_without_slo_serves_the_configured_slos(
         process.wait(timeout=30)
 
 
+@pytest.mark.parametrize("store", ["clickhouse", "chdb"], indirect=True)  # DuckDB keeps none
 def test_with_the_slos_rollup_every_figure_stays_the_same(wh):
-    if not wh.store.capabilities.materialized_views:
-        pytest.skip("DuckDB keeps no materialized rollups: the exporter reads raw rows")
     before = scrape_refreshed(exporter_for(wh, top=2))
     [applied] = wh.slo_apply([SLO])
     assert applied.action == "built"

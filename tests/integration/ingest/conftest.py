@@ -116,6 +116,13 @@ def client(make_client) -> Client:
 
 
 @pytest.fixture
+def refusing_client(module_migrated, client_for) -> Client:
+    """A receiver on a store shared by the module's tests whose writes are all refused:
+    what they check is that nothing lands, which holds only while every one refuses."""
+    return client_for(module_migrated)
+
+
+@pytest.fixture
 def receiver(embedded_server, tmp_path):
     """`llmwh serve` on the session's ClickHouse, in a database of its own."""
     url = embedded_server.store_url(f"prw_{uuid.uuid4().hex[:10]}")

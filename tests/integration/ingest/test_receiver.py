@@ -116,8 +116,8 @@ def test_content_type_without_proto_parameter_means_v1(client):
         "application/x-protobuf;proto=io.prometheus.write.v9.Request",
     ],
 )
-def test_unsupported_content_types_are_415(client, content_type):
-    response = client.post(
+def test_unsupported_content_types_are_415(refusing_client, content_type):
+    response = refusing_client.post(
         "/api/v1/write", v1_body(), content_type=content_type, content_encoding="snappy"
     )
     assert response.status == 415
@@ -125,8 +125,8 @@ def test_unsupported_content_types_are_415(client, content_type):
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd"])
-def test_unsupported_content_encodings_are_415(client, encoding):
-    response = client.post(
+def test_unsupported_content_encodings_are_415(refusing_client, encoding):
+    response = refusing_client.post(
         "/api/v1/write", v1_body(), content_type=V2_TYPE, content_encoding=encoding
     )
     assert response.status == 415
@@ -175,14 +175,14 @@ def mutated_v2(change) -> bytes:
     ],
 )
 def test_invalid_v2_data_is_400_naming_the_problem_and_nothing_is_written(
-    client, migrated, change, named
+    refusing_client, module_migrated, change, named
 ):
-    response = client.post(
+    response = refusing_client.post(
         "/api/v1/write", mutated_v2(change), content_type=V2_TYPE, content_encoding="snappy"
     )
     assert response.status == 400
     assert re.search(named, response.text), response.text
-    assert samples_in(migrated) == 0
+    assert samples_in(module_migrated) == 0
 
 
 # -- 413, 429, 401 -------------------------------------------------------------------------

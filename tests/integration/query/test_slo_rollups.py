@@ -29,10 +29,14 @@ from warehouse.synthetic.incidents import Incident
 START = datetime(2026, 11, 2, 8, tzinfo=UTC)
 SPAN = timedelta(hours=2)
 
+ON_CLICKHOUSE = pytest.mark.parametrize("store", ["clickhouse", "chdb"], indirect=True)
+"""The rollups are ClickHouse's: DuckDB keeps none and answers every SLO from raw rows
+(`test_new_thresholds_...` and the CLI test check that it says so)."""
+
 EXACT = ["count", "attainment", "goodput_rps", "budget_remaining", "compliance", "windows"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def traffic():
     return synthetic_requests(
         30_000,
@@ -68,9 +72,8 @@ def assert_same_figures(fast: pl.DataFrame, raw: pl.DataFrame, by: list[str]) ->
 
 
 @pytest.mark.parametrize("name", ["chat-assistant", "code-completion", "batch-summarization"])
+@ON_CLICKHOUSE
 def test_the_report_from_an_slos_rollup_equals_the_raw_report(loaded, name):
-    if not loaded.store.capabilities.materialized_views:
-        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
     slo = load_slo(name)
     [applied] = slo_apply.apply(loaded.store, [slo])
     assert applied.action == "built"
@@ -88,9 +91,8 @@ def test_the_report_from_an_slos_rollup_equals_the_raw_report(loaded, name):
         ) in described
 
 
+@ON_CLICKHOUSE
 def test_a_requests_written_after_apply_reach_the_rollup_once(loaded, traffic):
-    if not loaded.store.capabilities.materialized_views:
-        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
     slo = load_slo("chat-assistant")
     slo_apply.apply(loaded.store, [slo])
     later = synthetic_requests(5_000, seed=18, start=START, span=SPAN)
@@ -124,9 +126,8 @@ def test_new_thresholds_are_a_new_version_and_the_old_one_goes_once_it_is_comple
     assert_same_figures(fast, raw, [])
 
 
+@ON_CLICKHOUSE
 def test_questions_the_rollup_does_not_cover_read_raw_rows(loaded):
-    if not loaded.store.capabilities.materialized_views:
-        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
     slo_apply.apply(loaded.store, [load_slo("chat-assistant")])
     kw = {"since": START, "until": START + SPAN}
     assert loaded.sla("chat-assistant", by=["zone"], **kw).plan.source == "requests"
@@ -167,9 +168,8 @@ def test_the_cli_applies_lists_and_reads_an_slos_rollup(loaded, monkeypatch, tmp
     ) in report
 
 
+@ON_CLICKHOUSE
 def test_a_rollup_without_its_view_is_building_lags_and_is_rebuilt_whole(loaded, traffic):
-    if not loaded.store.capabilities.materialized_views:
-        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
     slo = load_slo("chat-assistant")
     [applied] = slo_apply.apply(loaded.store, [slo])
     assert slo_apply.status(loaded.store)["lag_seconds"].to_list() == [0.0]
@@ -186,9 +186,8 @@ def test_a_rollup_without_its_view_is_building_lags_and_is_rebuilt_whole(loaded,
     assert_same_figures(fast, raw, [])
 
 
+@ON_CLICKHOUSE
 def test_root_cause_over_the_slos_dimensions_reads_its_rollup_and_agrees(loaded):
-    if not loaded.store.capabilities.materialized_views:
-        pytest.skip("DuckDB keeps no materialized rollups: the report reads raw rows")
     [applied] = slo_apply.apply(loaded.store, [load_slo("chat-assistant")])
     kw = {
         "slo": "chat-assistant",
