@@ -21,7 +21,13 @@ from warehouse.query import dialects
 from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Capabilities
-from warehouse.store.rollup_columns import BUILT_IN, check_prefix, position_columns, rollup_columns
+from warehouse.store.rollup_columns import (
+    BUILT_IN,
+    check_prefix,
+    minute_rows,
+    position_columns,
+    rollup_columns,
+)
 
 __all__ = [
     "HISTOGRAM_ERROR",
@@ -33,6 +39,7 @@ __all__ = [
     "RollupSource",
     "compile_question",
     "compile_values",
+    "quote_identifier",
 ]
 
 TDIGEST_ERROR = (
@@ -268,9 +275,9 @@ def compile_question(
         prewhere=len(plan.pieces) <= 1,  # PREWHERE reads a table, not a union of pieces
     )
 
-    table = f"{_quote(database)}.{plan.source}"
+    table = f"{quote_identifier(database)}.{plan.source}"
     if source is not None and len(plan.pieces) > 1:
-        asked = " ".join(select) + " is_probe" * (not with_probes)
+        asked = " ".join(select)
         used = [c for c in source.columns if re.search(rf"\b{c}\b", asked)]
         table = _composite(source, plan, database, parameters, used)
     sql = f"SELECT {', '.join(select)} FROM {table} AS src {where}"
@@ -321,7 +328,7 @@ def compile_values(
     parameters: dict[str, Any] = {"since_ms": time_range.since_ms, "until_ms": time_range.until_ms}
     where = _conditions(checked, include_probes or "is_probe" in filters, parameters)
     sql = (
-        f"SELECT toFloat64({column}) AS value FROM {_quote(database)}.requests "
+        f"SELECT toFloat64({column}) AS value FROM {quote_identifier(database)}.requests "
         f"{where} AND {column} IS NOT NULL"
     )
     return Compiled(sql, parameters, Plan("requests", "raw values", "none"), ("value",), ("value",))
@@ -382,42 +389,23 @@ def _plan(
         return raw("exact percentiles asked"), None
     if not (capabilities.materialized_views and capabilities.aggregate_states):
         return raw("this store keeps no materialized rollups"), None
+    asked = (has_percentiles, has_attainment)
     for source in sources:
-        if not _covers(source, question, dims, filters, measures):
-            continue
-        pieces = _pieces(source, question)
-        if pieces is None:
-            continue
-        used = [table for table, _ in pieces]
-        raw_rows = " and ragged ends from raw rows" if "requests" in used else ""
-        attainment = "exact" if source.good is not None else "histogram"
-        plan = Plan(
-            pieces[0][0],
-            f"the rollup of {source.label}{raw_rows}",
-            "histogram" if has_percentiles else "none",
-            attainment if has_attainment else "none",
-            tuple(pieces),
-        )
-        return plan, source
+        pieces = _covering_pieces(source, question, dims, filters, measures)
+        if pieces is not None:
+            raw_rows = " and ragged ends from raw rows" if pieces[-1][0] == "requests" else ""
+            reason = f"the rollup of {source.label}{raw_rows}"
+            return _pieces_plan(source, pieces, reason, *asked), source
+    built_in = _built_in_source()
     if not question.range.aligned_to(SOURCE_GRAIN):
         # The built-in minute rollup, in pieces: whole hours and minutes, raw ragged ends.
-        built_in = _built_in_source()
-        if all(d.in_rollup for d in dims + [d for d, _ in filters]) and _covers(
-            built_in, question, dims, filters, measures
-        ):
-            pieces = _pieces(built_in, question)
-            if pieces is not None:
-                return (
-                    Plan(
-                        pieces[0][0],
-                        "the range does not align to whole minutes: "
-                        "its whole minutes from rollups, its ragged ends from raw rows",
-                        "histogram" if has_percentiles else "none",
-                        "histogram" if has_attainment else "none",
-                        tuple(pieces),
-                    ),
-                    built_in,
-                )
+        pieces = _covering_pieces(built_in, question, dims, filters, measures)
+        if pieces is not None:
+            reason = (
+                "the range does not align to whole minutes: "
+                "its whole minutes from rollups, its ragged ends from raw rows"
+            )
+            return _pieces_plan(built_in, pieces, reason, *asked), built_in
     return _plan_built_in(question, dims, filters, measures, raw), None
 
 
@@ -442,16 +430,42 @@ def _built_in_source() -> RollupSource:
 
 def _built_in_rows(database: str, condition: str, columns: Sequence[str]) -> str:
     """Rows of the built-in minute rollup from the `requests` rows ``condition`` picks."""
-    keys = ", ".join(SLA_ROLLUP_DIMENSIONS)
-    pieces = [c.from_requests for c in rollup_columns(BUILT_IN) if c.name in columns]
-    return (
-        f"SELECT toStartOfMinute(ts) AS ts, {keys}, {', '.join(pieces)} "
-        f"FROM (SELECT * FROM {_quote(database)}.requests WHERE {condition}) AS requests "
-        f"GROUP BY ts, {keys}"
+    pieces = [c for c in rollup_columns(BUILT_IN) if c.name in columns]
+    table = f"{quote_identifier(database)}.requests"
+    return minute_rows(table, SLA_ROLLUP_DIMENSIONS, pieces, [f"({condition})"])
+
+
+def _covering_pieces(
+    source: RollupSource,
+    question: Question,
+    dims: list[Dimension],
+    filters: list[tuple[Dimension, list[Any]]],
+    measures: list[Measure],
+) -> tuple[tuple[str, TimeRange], ...] | None:
+    """The pieces ``source`` answers ``question`` in, or None when it cannot."""
+    if not _covers(source, question, dims, filters, measures):
+        return None
+    return _pieces(source, question)
+
+
+def _pieces_plan(
+    source: RollupSource,
+    pieces: tuple[tuple[str, TimeRange], ...],
+    reason: str,
+    has_percentiles: bool,
+    has_attainment: bool,
+) -> Plan:
+    attainment = "exact" if source.good is not None else "histogram"
+    return Plan(
+        pieces[0][0],
+        reason,
+        "histogram" if has_percentiles else "none",
+        attainment if has_attainment else "none",
+        pieces,
     )
 
 
-def _pieces(source: RollupSource, question: Question) -> list[tuple[str, TimeRange]] | None:
+def _pieces(source: RollupSource, question: Question) -> tuple[tuple[str, TimeRange], ...] | None:
     """The range cut into the coarsest whole buckets a table of ``source`` holds (whole
     hours, then minutes) and the ragged rest from raw rows; None when no minute fits."""
     usable = [
@@ -473,7 +487,7 @@ def _pieces(source: RollupSource, question: Question) -> list[tuple[str, TimeRan
         rest = later
     if not pieces:
         return None
-    return pieces + [("requests", span) for span in sorted(rest, key=lambda r: r.since)]
+    return (*pieces, *(("requests", span) for span in sorted(rest, key=lambda r: r.since)))
 
 
 def _covers(
@@ -506,7 +520,8 @@ def _covers(
             or {k: float(v) for k, v in question.thresholds.items()} != dict(source.thresholds)
         ):
             return False
-        if not _needed_columns(m) <= columns:
+        needed = _needed_columns(m)
+        if needed is None or not needed <= columns:
             return False
     return all(f"{check_prefix(c, limit)}_n" in columns for c, limit in question.checks)
 
@@ -514,12 +529,11 @@ def _covers(
 _ROLLUP_COLUMN = re.compile(r"\b(requests|errors|rejections|good|\w+_sum|\w+_hist)\b")
 
 
-def _needed_columns(m: Measure) -> set[str]:
+def _needed_columns(m: Measure) -> set[str] | None:
+    """The rollup columns ``m`` reads; None when no rollup can answer it."""
     if m.is_percentile:
         return {f"{m.column}_hist"}
-    if m.rollup is None:
-        return {"(none)"}
-    return set(_ROLLUP_COLUMN.findall(m.rollup))
+    return None if m.rollup is None else set(_ROLLUP_COLUMN.findall(m.rollup))
 
 
 def _composite(
@@ -549,7 +563,9 @@ def _composite(
             )
             raw.append(f"({within} AND {hours})")
         else:
-            selects.append(f"SELECT {listed} FROM {_quote(database)}.{table} WHERE {within}")
+            selects.append(
+                f"SELECT {listed} FROM {quote_identifier(database)}.{table} WHERE {within}"
+            )
     if raw:
         selects.append(source.rows(database, " OR ".join(raw), used))
     return f"({' UNION ALL '.join(selects)})"
@@ -660,7 +676,8 @@ def _order(question: Question, columns: tuple[str, ...], group: list[str]) -> st
     return f' ORDER BY "{name}" {direction}' + "".join(f", {g}" for g in rest)
 
 
-def _quote(identifier: str) -> str:
+def quote_identifier(identifier: str) -> str:
+    """``identifier`` quoted for ClickHouse SQL (and DuckDB's)."""
     return '"' + identifier.replace('"', '""') + '"'
 
 

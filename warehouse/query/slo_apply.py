@@ -24,9 +24,9 @@ import polars as pl
 
 from warehouse.config import Config
 from warehouse.errors import QueryError
-from warehouse.query.registry import dimension
+from warehouse.query.builder import quote_identifier
 from warehouse.query.slo import SLO
-from warehouse.query.slo_rollup import GRAIN, SloRollup
+from warehouse.query.slo_rollup import GRAIN, SloRollup, scope_terms
 from warehouse.store.base import Store
 
 __all__ = ["Applied", "apply", "find", "status"]
@@ -79,12 +79,7 @@ def status(store: Store) -> pl.DataFrame:
     columns = ["slo", "version", "table", "state", "rows", "bytes", "newest_minute", "lag_seconds"]
     if not store.capabilities.materialized_views:
         return pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
-    tables = store.query_arrow(
-        "SELECT name AS table, comment, engine, coalesce(total_rows, 0) AS rows, "
-        "coalesce(total_bytes, 0) AS bytes FROM system.tables "
-        "WHERE database = {db:String} AND name LIKE 'slo\\_%' ORDER BY name",
-        {"db": store.database},
-    ).to_pylist()
+    tables = _tables(store)
     names = {t["table"] for t in tables}
     rows = []
     for table in tables:
@@ -92,7 +87,7 @@ def status(store: Store) -> pl.DataFrame:
             continue
         name = table["table"]
         meta = _comment(table["comment"])
-        newest = _newest(store, f"{_quote(store.database)}.{_quote(name)}")
+        newest = _newest(store, f"{quote_identifier(store.database)}.{quote_identifier(name)}")
         rows.append(
             {
                 "slo": meta.get("slo", "?"),
@@ -125,15 +120,9 @@ def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
         return None
     after = newest + GRAIN
     terms = ["ts >= fromUnixTimestamp64Milli({after:Int64}, 'UTC')", "NOT is_probe"]
-    parameters: dict = {"after": int(after.timestamp() * 1000)}
-    for k, (key, values) in enumerate(sorted(scope.items())):
-        names = [f"s{k}_{i}" for i in range(len(values))]
-        parameters.update(zip(names, values, strict=True))
-        listed = ", ".join(f"{{{name}:String}}" for name in names)
-        terms.append(f"{dimension(key).sql} IN ({listed})")
-    later = _newest(
-        store, f"{_quote(store.database)}.requests", f"WHERE {' AND '.join(terms)}", parameters
-    )
+    where = f"WHERE {' AND '.join([*terms, *scope_terms(scope)])}"
+    table = f"{quote_identifier(store.database)}.requests"
+    later = _newest(store, table, where, {"after": int(after.timestamp() * 1000)})
     if later is None or later < after:
         return 0.0
     return (later.replace(second=0, microsecond=0) - newest).total_seconds()
@@ -143,43 +132,52 @@ def _build(store: Store, rollup: SloRollup, config: Config) -> None:
     db = store.database
     sealing = _exists(store, SEAL_VIEW)
     if sealing:
-        store.command(f"SYSTEM STOP VIEW {_quote(db)}.{SEAL_VIEW}")
+        store.command(f"SYSTEM STOP VIEW {quote_identifier(db)}.{SEAL_VIEW}")
     try:
         for statement in rollup.create_tables(db, config.requests_ttl_days):
             store.command(statement)
         for _, table in rollup.grains:  # a half-done build starts again, views first
-            store.command(f"DROP VIEW IF EXISTS {_quote(db)}.{table}_mv SYNC")
+            store.command(f"DROP VIEW IF EXISTS {quote_identifier(db)}.{table}_mv SYNC")
         for _, table in rollup.grains:
-            store.command(f"TRUNCATE TABLE {_quote(db)}.{table}")
-        store.command(f"INSERT INTO {_quote(db)}.{rollup.table}\n{rollup.rows(db)}")
+            store.command(f"TRUNCATE TABLE {quote_identifier(db)}.{table}")
+        store.command(f"INSERT INTO {quote_identifier(db)}.{rollup.table}\n{rollup.rows(db)}")
         for table, select in rollup.coarser(db):
-            store.command(f"INSERT INTO {_quote(db)}.{table}\n{select}")
+            store.command(f"INSERT INTO {quote_identifier(db)}.{table}\n{select}")
         for statement in rollup.create_views(db):
             store.command(statement)
     finally:
         if sealing:
-            store.command(f"SYSTEM START VIEW {_quote(db)}.{SEAL_VIEW}")
+            store.command(f"SYSTEM START VIEW {quote_identifier(db)}.{SEAL_VIEW}")
 
 
 def _drop_older(store: Store, rollup: SloRollup) -> tuple[str, ...]:
     """Drop the older versions of the rollup's SLO (views first, then tables)."""
+    tables = _tables(store)
     older = [
-        row["table"]
-        for row in status(store).iter_rows(named=True)
-        if row["slo"] == rollup.slo.name and row["table"] != rollup.table
+        t["table"]
+        for t in tables
+        if _BASE.match(t["table"])
+        and _comment(t["comment"]).get("slo") == rollup.slo.name
+        and t["table"] != rollup.table
     ]
-    if not older:
-        return ()
-    listed = store.query_arrow(
-        "SELECT name AS table, engine FROM system.tables WHERE database = {db:String}",
-        {"db": store.database},
-    ).to_pylist()
     for base in older:
-        doomed = [t for t in listed if t["table"] == base or t["table"].startswith(f"{base}_")]
+        doomed = [t for t in tables if t["table"] == base or t["table"].startswith(f"{base}_")]
         for t in sorted(doomed, key=lambda t: t["engine"] != "MaterializedView"):
             kind = "VIEW" if t["engine"] == "MaterializedView" else "TABLE"
-            store.command(f"DROP {kind} IF EXISTS {_quote(store.database)}.{t['table']} SYNC")
+            store.command(
+                f"DROP {kind} IF EXISTS {quote_identifier(store.database)}.{t['table']} SYNC"
+            )
     return tuple(older)
+
+
+def _tables(store: Store) -> list[dict]:
+    """The SLO rollups' tables and views on the store, with their comment and size."""
+    return store.query_arrow(
+        "SELECT name AS table, comment, engine, coalesce(total_rows, 0) AS rows, "
+        "coalesce(total_bytes, 0) AS bytes FROM system.tables "
+        "WHERE database = {db:String} AND name LIKE 'slo\\_%' ORDER BY name",
+        {"db": store.database},
+    ).to_pylist()
 
 
 def _part_of(table: dict, base: str) -> bool:
@@ -210,7 +208,3 @@ def _comment(text: str) -> dict:
     except (TypeError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'

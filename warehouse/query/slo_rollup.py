@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -23,17 +23,18 @@ import numpy as np
 import polars as pl
 
 from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
-from warehouse.query.builder import RollupSource
+from warehouse.query.builder import RollupSource, quote_identifier
 from warehouse.query.registry import PERCENTILES, dimension, good_count, measure
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.store.rollup_columns import (
     RollupColumn,
     check_prefix,
+    minute_rows,
     position_columns,
     rollup_column,
 )
 
-__all__ = ["DEFAULT_DIMENSIONS", "GRAIN", "SloRollup", "percentile_holds"]
+__all__ = ["DEFAULT_DIMENSIONS", "GRAIN", "SloRollup", "percentile_holds", "scope_terms"]
 
 GRAIN = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -106,30 +107,12 @@ class SloRollup:
     def rows(self, database: str, condition: str = "", columns: Sequence[str] | None = None) -> str:
         """ClickHouse SQL of its rows from `requests` (those ``condition`` picks, if given;
         only the named ``columns``, if given)."""
-        terms = ["NOT is_probe"]
-        for key, values in sorted(self.slo.scope.items()):
-            listed = ", ".join(_literal(v) for v in values)
-            terms.append(f"{dimension(key).sql} IN ({listed})")
-        source = f"{_quote(database)}.requests"
+        where = ["NOT is_probe", *scope_terms(self.slo.scope)]
         if condition:
-            # A condition on ts must see the request's ts, not the minute aliased over it;
-            # the scope goes with it, so that the table's key narrows what is read.
-            terms.append(f"({condition})")
-            source = f"(SELECT * FROM {source} WHERE {' AND '.join(terms)}) AS requests"
-            terms = []
-        keys = ", ".join(self.dimensions)
-        select = ",\n    ".join(
-            [
-                "toStartOfMinute(ts) AS ts",
-                *self.dimensions,
-                *(c.from_requests for c in self.columns if columns is None or c.name in columns),
-            ]
-        )
-        return (
-            f"SELECT\n    {select}\nFROM {source}\n"
-            + (f"WHERE {' AND '.join(terms)}\n" if terms else "")
-            + f"GROUP BY ts, {keys}"
-        )
+            where.append(f"({condition})")
+        pieces = [c for c in self.columns if columns is None or c.name in columns]
+        table = f"{quote_identifier(database)}.requests"
+        return minute_rows(table, self.dimensions, pieces, where)
 
     @property
     def grains(self) -> tuple[tuple[timedelta, str], ...]:
@@ -161,11 +144,12 @@ class SloRollup:
             ]
         )
         comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
+        db = quote_identifier(database)
         statements = []
         for grain, table in self.grains:
             partition = "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
             statements.append(
-                f"CREATE TABLE IF NOT EXISTS {_quote(database)}.{table}\n(\n    {columns}\n)\n"
+                f"CREATE TABLE IF NOT EXISTS {db}.{table}\n(\n    {columns}\n)\n"
                 f"ENGINE = AggregatingMergeTree\nPARTITION BY {partition}\n"
                 f"ORDER BY ({', '.join(self.dimensions)}, ts)\n"
                 f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
@@ -185,7 +169,7 @@ class SloRollup:
                 (
                     table,
                     f"SELECT\n    {bucket} AS ts, {keys},\n    {merged}\n"
-                    f"FROM {_quote(database)}.{self.table}\nGROUP BY ts, {keys}",
+                    f"FROM {quote_identifier(database)}.{self.table}\nGROUP BY ts, {keys}",
                 )
             )
         return found
@@ -193,7 +177,7 @@ class SloRollup:
     def create_views(self, database: str) -> list[str]:
         """The materialized views that keep its tables filled; the minute table's, from
         `requests`, last (its existence marks the rollup complete)."""
-        db = _quote(database)
+        db = quote_identifier(database)
         views = [
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{table}_mv TO {db}.{table} AS\n{select}"
             for table, select in self.coarser(database)
@@ -288,12 +272,17 @@ def percentile_holds(frame: pl.DataFrame, objective: Objective) -> pl.Series:
     return series.scatter(np.flatnonzero(n == 0), None) if (n == 0).any() else series
 
 
+def scope_terms(scope: Mapping[str, Sequence[str]]) -> list[str]:
+    """ClickHouse conditions of an SLO's scope, its values as literals (a view's SQL
+    cannot take bound parameters)."""
+    return [
+        f"{dimension(key).sql} IN ({', '.join(_literal(v) for v in values)})"
+        for key, values in sorted(scope.items())
+    ]
+
+
 def _literal(value: str) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _label(grain: timedelta) -> str:

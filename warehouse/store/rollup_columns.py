@@ -14,6 +14,7 @@ succeeded (``bucket * 2 + ok``; see :func:`warehouse.model.fold_histogram`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS, LATENCY_COLUMNS, ROLLUP_LATENCIES
@@ -23,6 +24,7 @@ __all__ = [
     "RollupColumn",
     "check_prefix",
     "clickhouse_bucket",
+    "minute_rows",
     "position_columns",
     "rollup_column",
     "rollup_columns",
@@ -171,3 +173,24 @@ def position_columns(column: str, limit: float) -> list[RollupColumn]:
             f"min({p}_hi) AS {p}_hi",
         ),
     ]
+
+
+def minute_rows(
+    source: str,
+    dimensions: Sequence[str],
+    columns: Sequence[RollupColumn],
+    where: Sequence[str] = (),
+) -> str:
+    """ClickHouse SQL of minute rollup rows from the `requests` rows at ``source`` (a
+    table) that every condition of ``where`` picks, grouped by ``dimensions``.
+
+    The conditions apply to the requests themselves, in a subquery: there ``ts`` is the
+    request's time, not the minute the row's ``ts`` is aliased over it.
+    """
+    if where:
+        source = f"(SELECT * FROM {source} WHERE {' AND '.join(where)}) AS requests"
+    keys = ", ".join(dimensions)
+    select = ",\n    ".join(
+        ["toStartOfMinute(ts) AS ts", *dimensions, *(c.from_requests for c in columns)]
+    )
+    return f"SELECT\n    {select}\nFROM {source}\nGROUP BY ts, {keys}"
