@@ -44,8 +44,7 @@ class Warehouse:
         cluster the store URL names, then the rollups of the SLOs the ``slos`` setting
         names (one node); returns the migrations applied."""
         applied = schema.migrate(self.store, self.config).applied
-        if self.config.slos and self.store.cluster is None:
-            self.slo_apply()
+        self.apply_configured_slos()
         return applied
 
     def insert_requests(self, rows: pa.Table) -> None:
@@ -136,19 +135,26 @@ class Warehouse:
         return evaluate(self.store, objective, period, by, self.scoped(filters), exact=exact)
 
     def slo_apply(self, slos: Sequence[str | Path | SLO] | None = None) -> list[Applied]:
-        """Compile SLOs into rollups (default: the ``slos`` setting, else every shipped
-        SLO), backfilled from `requests`; see docs/slo-rollups.md."""
-        return slo_apply.apply(self.store, [_load(s) for s in self._slo_names(slos)], self.config)
+        """Compile SLOs into rollups (default: :meth:`configured_slos`), backfilled from
+        `requests`; see docs/slo-rollups.md."""
+        chosen = list(slos or self.configured_slos())
+        return slo_apply.apply(self.store, [_load(s) for s in chosen], self.config)
+
+    def apply_configured_slos(self) -> list[Applied]:
+        """The rollups of the SLOs the ``slos`` setting names, on one node (what
+        ``migrate`` builds before writers start); nothing when the setting is unset."""
+        if not self.config.slos or self.store.cluster is not None:
+            return []
+        return self.slo_apply()
+
+    def configured_slos(self) -> list[str]:
+        """The SLOs the ``slos`` setting names, else every shipped SLO."""
+        configured = [n.strip() for n in (self.config.slos or "").split(",") if n.strip()]
+        return configured or shipped_slos()
 
     def slo_status(self) -> pl.DataFrame:
         """Each SLO rollup on the store: its SLO, version, state, rows, bytes, newest minute."""
         return slo_apply.status(self.store)
-
-    def _slo_names(self, slos: Sequence[str | Path | SLO] | None) -> list[str | Path | SLO]:
-        if slos:
-            return list(slos)
-        configured = [n.strip() for n in (self.config.slos or "").split(",") if n.strip()]
-        return list(configured or shipped_slos())
 
     def compare_groups(
         self,

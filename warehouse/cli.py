@@ -262,9 +262,7 @@ def _say_update(target: Store, update: schema.SchemaUpdate, up_to_date: bool = F
 
 def _apply_configured_slos(target: Store, config: Config) -> None:
     """After migrations, before any writer starts: the rollups of the configured SLOs."""
-    if not config.slos or target.cluster is not None:
-        return
-    for applied in Warehouse(target, config).slo_apply():  # the caller closes target
+    for applied in Warehouse(target, config).apply_configured_slos():  # caller closes target
         if applied.action != "up to date":
             typer.echo(f"SLO {applied.slo}: {applied.table}: {applied.action}")
 

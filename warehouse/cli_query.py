@@ -454,12 +454,12 @@ def export(
     from warehouse.exporters.http import serve_metrics
     from warehouse.exporters.sla import DEFAULT_WINDOWS, SLAExporter
     from warehouse.query import registry
-    from warehouse.query.slo import load_slo, shipped_slos
+    from warehouse.query.slo import load_slo
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     host, port = parse_listen(listen)
     with _warehouse(store, data, config_file) as wh:
-        names = _list(slo) or _list([wh.config.slos or ""]) or shipped_slos()
+        names = _list(slo) or wh.configured_slos()
         slos = [load_slo(name, validate_measure=registry.measure) for name in names]
         exporter = SLAExporter(wh, slos, _list(by), _list(window) or DEFAULT_WINDOWS, top)
         exporter.refresh()

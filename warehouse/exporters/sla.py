@@ -38,6 +38,7 @@ from warehouse.query.registry import dimension
 from warehouse.query.run import ask
 from warehouse.query.sla import held
 from warehouse.query.slo import SLO
+from warehouse.query.slo_rollup import SloRollup
 from warehouse.query.timerange import parse_duration, time_range
 
 __all__ = ["DEFAULT_WINDOWS", "SLAExporter"]
@@ -111,7 +112,8 @@ class SLAExporter(Collector):
     def _compute(self, slo: SLO, until: datetime) -> list[Metric]:
         windows = {**dict(slo.burn_windows), **self.windows}
         longest = max(windows.values())
-        keep = self._top_values(slo, until - longest, until)
+        rollup = slo_apply.find(self.warehouse.store, slo)  # once a computation
+        keep = self._top_values(slo, rollup, until - longest, until)
         names = ["slo", *self.labels]
         gauges = {
             "requests": GaugeMetricFamily(
@@ -149,7 +151,7 @@ class SLAExporter(Collector):
         measures = ["count", "attainment", "error_rate", "rejection_rate", *slo.measures]
         budget = 1 - slo.target
         for label, length in sorted(windows.items(), key=lambda item: item[1]):
-            frame = self._ask(slo, measures, until - length, until, keep)
+            frame = self._ask(slo, rollup, measures, until - length, until, keep)
             met = {o: held(frame, o).to_list() for o in slo.objectives}
             for index, row in enumerate(frame.iter_rows(named=True)):
                 values = [slo.name, *(str(row[name]) for name in self.by), label]
@@ -168,7 +170,7 @@ class SLAExporter(Collector):
             "Share of the error budget left over the SLO period (below 0 once spent).",
             labels=names,
         )
-        period = self._ask(slo, ["count", "attainment"], until - slo.period, until, keep)
+        period = self._ask(slo, rollup, ["count", "attainment"], until - slo.period, until, keep)
         for row in period.iter_rows(named=True):
             if row["attainment"] is not None:
                 values = [slo.name, *(str(row[name]) for name in self.by)]
@@ -177,10 +179,12 @@ class SLAExporter(Collector):
         target.add_metric([slo.name], slo.target)
         return [*gauges.values(), remaining, target]
 
-    def _top_values(self, slo: SLO, since: datetime, until: datetime) -> dict[str, list[str]]:
+    def _top_values(
+        self, slo: SLO, rollup: SloRollup | None, since: datetime, until: datetime
+    ) -> dict[str, list[str]]:
         keep = {}
         for name, asked in zip(self.by, self._by_sql, strict=True):
-            frame = self._ask(slo, ["count"], since, until, by=[asked], top=True)
+            frame = self._ask(slo, rollup, ["count"], since, until, by=[asked], top=True)
             if frame.height:  # no traffic: nothing to bound
                 keep[name] = [str(v) for v in frame[name].to_list()]
         return keep
@@ -188,6 +192,7 @@ class SLAExporter(Collector):
     def _ask(
         self,
         slo: SLO,
+        rollup: SloRollup | None,
         measures: list[str],
         since: datetime,
         until: datetime,
@@ -195,11 +200,10 @@ class SLAExporter(Collector):
         by: list[str] | None = None,
         top: bool = False,
     ) -> pl.DataFrame:
-        """The measures per group over ``[since, until)``: from the SLO's rollup when it
-        has one (one small query whatever the traffic), with the position counts that
+        """The measures per group over ``[since, until)``: from the SLO's ``rollup`` when
+        it has one (one small query whatever the traffic), with the position counts that
         decide its percentile objectives exactly."""
         wh = self.warehouse
-        rollup = slo_apply.find(wh.store, slo)
         question = Question(
             measures=measures,
             range=time_range(since, until),
