@@ -85,6 +85,7 @@ class SloRollup:
         return {
             "grains_seconds": [int(grain.total_seconds()) for grain in self._lengths()],
             "dimensions": list(self.dimensions),
+            "order_by": ["ts", *self.dimensions],
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
             "columns": [c.definition() for c in self.columns],
@@ -151,7 +152,7 @@ class SloRollup:
             statements.append(
                 f"CREATE TABLE IF NOT EXISTS {db}.{table}\n(\n    {columns}\n)\n"
                 f"ENGINE = AggregatingMergeTree\nPARTITION BY {partition}\n"
-                f"ORDER BY ({', '.join(self.dimensions)}, ts)\n"
+                f"ORDER BY ({', '.join(self.definition['order_by'])})\n"
                 f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
                 "SETTINGS ttl_only_drop_parts = 1\n"
                 f"COMMENT {_literal(comment)}"
