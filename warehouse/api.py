@@ -42,7 +42,7 @@ class Warehouse:
     def migrate(self) -> list[Migration]:
         """Apply pending schema migrations and the TTL settings, on every shard of a
         cluster the store URL names, then the rollups of the SLOs the ``slos`` setting
-        names (one node); returns the migrations applied."""
+        names; returns the migrations applied."""
         applied = schema.migrate(self.store, self.config).applied
         self.apply_configured_slos()
         return applied
@@ -141,9 +141,9 @@ class Warehouse:
         return slo_apply.apply(self.store, [_load(s) for s in chosen], self.config)
 
     def apply_configured_slos(self) -> list[Applied]:
-        """The rollups of the SLOs the ``slos`` setting names, on one node (what
-        ``migrate`` builds before writers start); nothing when the setting is unset."""
-        if not self.config.slos or self.store.cluster is not None:
+        """The rollups of the SLOs the ``slos`` setting names (what ``migrate`` builds
+        before writers start); nothing when the setting is unset."""
+        if not self.config.slos:
             return []
         return self.slo_apply()
 
@@ -154,7 +154,7 @@ class Warehouse:
 
     def slo_status(self) -> pl.DataFrame:
         """Each SLO rollup on the store: its SLO, version, state, rows, bytes, newest minute."""
-        return slo_apply.status(self.store)
+        return slo_apply.status(self.store, self.config)
 
     def compare_groups(
         self,

@@ -315,3 +315,53 @@ def test_the_python_api_migrates_every_shard_of_a_cluster(cluster):
         finally:
             shard.command(f"DROP DATABASE IF EXISTS {database}")
             shard.close()
+
+
+def test_slo_rollups_are_built_on_every_shard_and_answer_exactly(cluster, both):
+    """`llmwh slo apply` on a cluster: each shard rolls up its own requests into local
+    tables behind Distributed ones, and the report read from them equals raw rows."""
+    _, started = cluster
+    on_cluster, single = both
+    done = subprocess.run(
+        [sys.executable, "-m", "warehouse", "slo", "apply", "--slo", "chat-assistant",
+         "--store", started.store_url()],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "built" in done.stdout
+    shards = [open_store(url) for url in started.store_urls()]
+    try:
+        [table] = [
+            row["name"]
+            for row in shards[0]
+            .query_arrow("SELECT name FROM system.tables WHERE database = 'llmwh' "
+                         "AND match(name, '^slo_chat_assistant_[0-9a-f]{10}$')")
+            .to_pylist()
+        ]  # fmt: skip
+        local = [
+            s.query_arrow(f"SELECT sum(requests) AS n FROM llmwh.{table}_local")["n"][0].as_py()
+            for s in shards
+        ]
+    finally:
+        for s in shards:
+            s.close()
+    chat = traffic_in_scope(single)
+    assert sum(local) == chat and min(local) > chat // 4  # each shard its own half
+    since, until = START + timedelta(minutes=7, seconds=13.5), UNTIL - timedelta(seconds=41.25)
+    rollup = on_cluster.sla("chat-assistant", by=["model"], since=since, until=until)
+    raw = single.sla("chat-assistant", by=["model"], since=since, until=until, exact=True)
+    assert table in rollup.plan.describe() and "raw requests" in rollup.plan.describe()
+    exact = ["model", "count", "attainment", "budget_remaining", "compliance", "windows", "score"]
+    decided = [c for c in raw.columns if c.endswith("_ok") or c.startswith("burn_rate_")]
+    assert_same(rollup.select(exact + decided), raw.select(exact + decided), ["model"])
+    [status] = on_cluster.slo_status().to_dicts()
+    assert status["table"] == table and status["state"] == "complete"
+    assert status["rows"] > 0 and status["bytes"] > 0
+
+
+def traffic_in_scope(wh: Warehouse) -> int:
+    found = wh.store.query_arrow(
+        f"SELECT count() AS n FROM {wh.store.database}.requests "
+        "WHERE service = 'chat' AND NOT is_probe"
+    )
+    return found["n"][0].as_py()

@@ -11,6 +11,8 @@ from test_migrations import TABLES
 
 from warehouse.config import Config
 from warehouse.errors import MigrationError
+from warehouse.query.slo import load_slo
+from warehouse.query.slo_rollup import SloRollup
 from warehouse.store import open_store
 from warehouse.store.cluster_ddl import render_for_cluster
 from warehouse.store.migrations import discover, render, template_variables
@@ -164,3 +166,33 @@ def test_a_later_migration_rendered_alone_still_knows_the_sharded_tables():
         "ALTER TABLE llmwh.requests_local ON CLUSTER c2 ADD COLUMN IF NOT EXISTS gpu String",
         "ALTER TABLE llmwh.requests ON CLUSTER c2 ADD COLUMN IF NOT EXISTS gpu String",
     ]
+
+
+def test_an_slo_rollup_renders_as_the_migrations_do(rendered, parser):
+    """`llmwh slo apply` on a cluster: the query layer's quoted names, `DROP ... SYNC` and
+    `TRUNCATE` render for the local tables, and every statement parses."""
+    variables = template_variables(Config(), "llmwh")
+    core = [s for m in discover("clickhouse") for s in render(m.text, "clickhouse", variables)]
+    rollup = SloRollup(load_slo("chat-assistant"))
+    creates = rollup.create_tables("llmwh", 90)
+    statements = [
+        *creates,
+        f'DROP VIEW IF EXISTS "llmwh".{rollup.view} SYNC',
+        f'TRUNCATE TABLE "llmwh".{rollup.table}',
+        f'INSERT INTO "llmwh".{rollup.table}\n{rollup.rows("llmwh")}',
+        *rollup.create_views("llmwh"),
+    ]
+    out = render_for_cluster(statements, "c2", "llmwh", context=core + creates)
+    for statement in out:
+        parser(statement)
+    local = f"llmwh.{rollup.table}_local"
+    assert f"CREATE TABLE IF NOT EXISTS {local} ON CLUSTER c2" in out[0]
+    assert "ReplicatedAggregatingMergeTree" in out[0]
+    assert f"Distributed(c2, llmwh, {rollup.table}_local" in out[1]
+    assert f"DROP VIEW IF EXISTS llmwh.{rollup.view} ON CLUSTER c2 SYNC" in out
+    assert f"TRUNCATE TABLE {local} ON CLUSTER c2" in out
+    backfill = next(s for s in out if s.startswith("INSERT"))
+    assert backfill.startswith(f"INSERT INTO {local}") and "llmwh.requests_local" in backfill
+    view = f"CREATE MATERIALIZED VIEW IF NOT EXISTS llmwh.{rollup.view} "
+    minute_view = next(s for s in out if s.startswith(view))
+    assert f"TO {local}" in minute_view and "llmwh.requests_local" in minute_view

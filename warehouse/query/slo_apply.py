@@ -1,4 +1,5 @@
-"""Putting SLO rollups on a store: apply, status, and finding the one that answers.
+"""Putting SLO rollups on a store (one node or every shard of a cluster): apply, status,
+and finding the one that answers.
 
 ``apply`` follows the backfill discipline of the rollup migrations: sealing is stopped,
 the new rollup's table is filled from `requests`, its materialized view is created, and
@@ -16,18 +17,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
 
 from warehouse.config import Config
-from warehouse.errors import QueryError
 from warehouse.query.builder import quote_identifier
 from warehouse.query.slo import SLO
 from warehouse.query.slo_rollup import GRAIN, SloRollup, scope_terms
 from warehouse.store.base import Store
+from warehouse.store.cluster_ddl import LOCAL_SUFFIX
+from warehouse.store.cluster_migrations import ClusterMigrator
+from warehouse.store.schema import on_cluster
 
 __all__ = ["Applied", "apply", "find", "status"]
 
@@ -46,40 +49,48 @@ class Applied:
 
 
 def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> list[Applied]:
-    """Build the rollup of each SLO that lacks a complete one of its current version."""
+    """Build the rollup of each SLO that lacks a complete one of its current version; on
+    a cluster, on every shard, rendered as the migrations are (docs/slo-rollups.md)."""
     config = config or Config()
-    if store.cluster is not None:
-        raise QueryError("SLO rollups are not built on clusters yet: evaluate SLOs from raw rows")
     done = []
-    for slo in slos:
-        rollup = SloRollup(slo)
-        if not rollup.covered:
-            done.append(Applied(slo.name, rollup.table, "not built: an objective needs raw rows"))
-        elif not store.capabilities.materialized_views:
-            done.append(Applied(slo.name, rollup.table, "not built: this store keeps no rollups"))
-        elif _complete(store, rollup):
-            done.append(Applied(slo.name, rollup.table, "up to date"))
-        else:
-            _build(store, rollup, config)
-            done.append(Applied(slo.name, rollup.table, "built", _drop_older(store, rollup)))
+    with on_cluster(store, config) as cluster:
+        for slo in slos:
+            rollup = SloRollup(slo)
+            if not rollup.covered:
+                done.append(
+                    Applied(slo.name, rollup.table, "not built: an objective needs raw rows")
+                )
+            elif not store.capabilities.materialized_views:
+                done.append(
+                    Applied(slo.name, rollup.table, "not built: this store keeps no rollups")
+                )
+            elif _complete(store, rollup):
+                done.append(Applied(slo.name, rollup.table, "up to date"))
+            else:
+                _build(store, cluster, rollup, config)
+                dropped = _drop_older(cluster.shards if cluster else [store], rollup)
+                done.append(Applied(slo.name, rollup.table, "built", dropped))
     return done
 
 
 def find(store: Store, slo: SLO) -> SloRollup | None:
     """The SLO's complete rollup of its current version on ``store``, if there is one."""
-    if not store.capabilities.materialized_views or store.cluster is not None:
+    if not store.capabilities.materialized_views:
         return None
     rollup = SloRollup(slo)
     return rollup if rollup.covered and _complete(store, rollup) else None
 
 
-def status(store: Store) -> pl.DataFrame:
-    """Every SLO rollup on the store: its SLO, version, state, size, newest minute, and
-    its lag: how far the newest request in its scope is past its newest minute."""
+def status(store: Store, config: Config | None = None) -> pl.DataFrame:
+    """Every SLO rollup on the store: its SLO, version, state, size (over every shard of
+    a cluster), newest minute, and its lag: how far the newest request in its scope is
+    past its newest minute."""
     columns = ["slo", "version", "table", "state", "rows", "bytes", "newest_minute", "lag_seconds"]
     if not store.capabilities.materialized_views:
         return pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
-    tables = _tables(store)
+    with on_cluster(store, config or Config()) as cluster:
+        listings = [_tables(node) for node in (cluster.shards if cluster else [store])]
+    tables, every = listings[0], [t for listing in listings for t in listing]
     names = {t["table"] for t in tables}
     rows = []
     for table in tables:
@@ -94,8 +105,8 @@ def status(store: Store) -> pl.DataFrame:
                 "version": name.rsplit("_", 1)[-1],
                 "table": name,
                 "state": "complete" if f"{name}_mv" in names else "building",
-                "rows": int(table["rows"]),
-                "bytes": sum(int(t["bytes"]) for t in tables if _part_of(t, name)),
+                "rows": sum(int(t["rows"]) for t in every if t["table"] == name),
+                "bytes": sum(int(t["bytes"]) for t in every if _part_of(t, name)),
                 "newest_minute": newest,
                 "lag_seconds": _lag(store, newest, meta.get("scope", {})),
             }
@@ -128,56 +139,84 @@ def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
     return (later.replace(second=0, microsecond=0) - newest).total_seconds()
 
 
-def _build(store: Store, rollup: SloRollup, config: Config) -> None:
-    db = store.database
+def _build(
+    store: Store, cluster: ClusterMigrator | None, rollup: SloRollup, config: Config
+) -> None:
+    db = quote_identifier(store.database)
+    creates = rollup.create_tables(store.database, config.requests_ttl_days)
+
+    def run(statements: Iterable[str]) -> None:
+        if cluster is None:
+            for statement in statements:
+                store.command(statement)
+        else:  # local tables behind Distributed ones, each shard of its own rows
+            cluster.run(list(statements), f"SLO {rollup.slo.name}", creates)
+
     sealing = _exists(store, SEAL_VIEW)
     if sealing:
-        store.command(f"SYSTEM STOP VIEW {quote_identifier(db)}.{SEAL_VIEW}")
+        run([f"SYSTEM STOP VIEW {db}.{SEAL_VIEW}"])
     try:
-        for statement in rollup.create_tables(db, config.requests_ttl_days):
-            store.command(statement)
-        for _, table in rollup.grains:  # a half-done build starts again, views first
-            store.command(f"DROP VIEW IF EXISTS {quote_identifier(db)}.{table}_mv SYNC")
-        for _, table in rollup.grains:
-            store.command(f"TRUNCATE TABLE {quote_identifier(db)}.{table}")
-        store.command(f"INSERT INTO {quote_identifier(db)}.{rollup.table}\n{rollup.rows(db)}")
-        for table, select in rollup.coarser(db):
-            store.command(f"INSERT INTO {quote_identifier(db)}.{table}\n{select}")
-        for statement in rollup.create_views(db):
-            store.command(statement)
+        run(creates)
+        # A half-done build starts again: views first, then the rows.
+        run(f"DROP VIEW IF EXISTS {db}.{table}_mv SYNC" for _, table in rollup.grains)
+        run(f"TRUNCATE TABLE {db}.{table}" for _, table in rollup.grains)
+        run([f"INSERT INTO {db}.{rollup.table}\n{rollup.rows(store.database)}"])
+        run(f"INSERT INTO {db}.{t}\n{select}" for t, select in rollup.coarser(store.database))
+        run(rollup.create_views(store.database))
     finally:
         if sealing:
-            store.command(f"SYSTEM START VIEW {quote_identifier(db)}.{SEAL_VIEW}")
+            run([f"SYSTEM START VIEW {db}.{SEAL_VIEW}"])
 
 
-def _drop_older(store: Store, rollup: SloRollup) -> tuple[str, ...]:
-    """Drop the older versions of the rollup's SLO (views first, then tables)."""
-    tables = _tables(store)
-    older = [
-        t["table"]
-        for t in tables
-        if _BASE.match(t["table"])
-        and _comment(t["comment"]).get("slo") == rollup.slo.name
-        and t["table"] != rollup.table
-    ]
-    for base in older:
-        doomed = [t for t in tables if t["table"] == base or t["table"].startswith(f"{base}_")]
-        for t in sorted(doomed, key=lambda t: t["engine"] != "MaterializedView"):
-            kind = "VIEW" if t["engine"] == "MaterializedView" else "TABLE"
-            store.command(
-                f"DROP {kind} IF EXISTS {quote_identifier(store.database)}.{t['table']} SYNC"
-            )
+def _drop_older(nodes: Sequence[Store], rollup: SloRollup) -> tuple[str, ...]:
+    """Drop the older versions of the rollup's SLO on every node (views first, then
+    tables: on a cluster the Distributed and the local ones)."""
+    older: list[str] = []
+    for node in nodes:
+        tables = _tables(node, fold=False)
+        found = [
+            t["table"]
+            for t in _folded(tables)
+            if _BASE.match(t["table"])
+            and _comment(t["comment"]).get("slo") == rollup.slo.name
+            and t["table"] != rollup.table
+        ]
+        for base in found:
+            doomed = [t for t in tables if t["table"] == base or t["table"].startswith(f"{base}_")]
+            for t in sorted(doomed, key=lambda t: t["engine"] != "MaterializedView"):
+                kind = "VIEW" if t["engine"] == "MaterializedView" else "TABLE"
+                node.command(
+                    f"DROP {kind} IF EXISTS {quote_identifier(node.database)}.{t['table']} SYNC"
+                )
+        older.extend(b for b in found if b not in older)
     return tuple(older)
 
 
-def _tables(store: Store) -> list[dict]:
-    """The SLO rollups' tables and views on the store, with their comment and size."""
-    return store.query_arrow(
+def _tables(store: Store, fold: bool = True) -> list[dict]:
+    """The SLO rollups' tables and views on the store, with their comment and size; with
+    ``fold``, a cluster's local table lends its comment and size to its Distributed one."""
+    tables = store.query_arrow(
         "SELECT name AS table, comment, engine, coalesce(total_rows, 0) AS rows, "
         "coalesce(total_bytes, 0) AS bytes FROM system.tables "
         "WHERE database = {db:String} AND name LIKE 'slo\\_%' ORDER BY name",
         {"db": store.database},
     ).to_pylist()
+    return _folded(tables) if fold else tables
+
+
+def _folded(tables: list[dict]) -> list[dict]:
+    local = {
+        t["table"].removesuffix(LOCAL_SUFFIX): t
+        for t in tables
+        if t["table"].endswith(LOCAL_SUFFIX)
+    }
+    return [
+        {**t, **{k: local[t["table"]][k] for k in ("comment", "rows", "bytes")}}
+        if t["table"] in local
+        else t
+        for t in tables
+        if not t["table"].endswith(LOCAL_SUFFIX)
+    ]
 
 
 def _part_of(table: dict, base: str) -> bool:

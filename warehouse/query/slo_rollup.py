@@ -150,6 +150,9 @@ class SloRollup:
         for grain, table in self.grains:
             partition = "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
             statements.append(
+                # On a cluster: where a row would go, were rows written to the Distributed
+                # table (they are not: each shard's views fill its local tables).
+                f"-- sharding_key: cityHash64({', '.join(self.dimensions)})\n"
                 f"CREATE TABLE IF NOT EXISTS {db}.{table}\n(\n    {columns}\n)\n"
                 f"ENGINE = AggregatingMergeTree\nPARTITION BY {partition}\n"
                 f"ORDER BY ({', '.join(self.definition['order_by'])})\n"

@@ -34,15 +34,17 @@ __all__ = ["LOCAL_SUFFIX", "is_insert_select", "is_per_node", "render_for_cluste
 
 LOCAL_SUFFIX = "_local"
 
+_DB = r'"?(\w+)"?'  # a database name, plain or quoted as the query layer quotes it
 _CREATE_DATABASE = re.compile(r"^CREATE DATABASE IF NOT EXISTS (\w+)\s*$", re.I)
-_CREATE_TABLE = re.compile(r"^(CREATE TABLE IF NOT EXISTS) (\w+)\.(\w+)(.*)$", re.I | re.S)
+_CREATE_TABLE = re.compile(rf"^(CREATE TABLE IF NOT EXISTS) {_DB}\.(\w+)(.*)$", re.I | re.S)
 _CREATE_VIEW = re.compile(
-    r"^(CREATE MATERIALIZED VIEW IF NOT EXISTS) (\w+)\.(\w+)(.*)$", re.I | re.S
+    rf"^(CREATE MATERIALIZED VIEW IF NOT EXISTS) {_DB}\.(\w+)(.*)$", re.I | re.S
 )
-_SYSTEM_VIEW = re.compile(r"^SYSTEM (STOP|START) VIEW \w+\.\w+\s*$", re.I)
-_INSERT_SELECT = re.compile(r"^INSERT INTO \w+\.\w+\s*(\(.*\))?\s*SELECT\b", re.I | re.S)
-_ALTER_TABLE = re.compile(r"^(ALTER TABLE) (\w+)\.(\w+)(.*)$", re.I | re.S)
-_DROP = re.compile(r"^(DROP (?:TABLE|VIEW) IF EXISTS) (\w+)\.(\w+)\s*$", re.I)
+_SYSTEM_VIEW = re.compile(rf"^SYSTEM (STOP|START) VIEW {_DB}\.\w+\s*$", re.I)
+_INSERT_SELECT = re.compile(rf"^INSERT INTO {_DB}\.\w+\s*(\(.*\))?\s*SELECT\b", re.I | re.S)
+_ALTER_TABLE = re.compile(rf"^(ALTER TABLE) {_DB}\.(\w+)(.*)$", re.I | re.S)
+_DROP = re.compile(rf"^(DROP (?:TABLE|VIEW) IF EXISTS) {_DB}\.(\w+)(\s+SYNC)?\s*$", re.I)
+_TRUNCATE = re.compile(rf"^(TRUNCATE TABLE(?: IF EXISTS)?) {_DB}\.(\w+)\s*$", re.I)
 _ENGINE = re.compile(r"ENGINE\s*=\s*(\w*)MergeTree\b(?:\s*\(([^)]*)\))?", re.I)
 _NULL_ENGINE = re.compile(r"ENGINE\s*=\s*Null\b", re.I)
 _SHARDING_KEY = re.compile(r"^\s*--\s*sharding_key:\s*(.+?)\s*$", re.M)
@@ -127,9 +129,12 @@ def _render(
         verb, db, view, rest = match.groups()
         return [f"{verb} {db}.{view}{on}{_localize(rest, database, sharded)}"]
     if match := _DROP.match(body):  # a sharded table: its Distributed and local tables
-        verb, db, name = match.groups()
+        verb, db, name, sync = match.groups()
         names = [name, f"{name}{LOCAL_SUFFIX}"] if name in sharded else [name]
-        return [f"{verb} {db}.{n}{on}" for n in names]
+        return [f"{verb} {db}.{n}{on}{sync or ''}" for n in names]
+    if match := _TRUNCATE.match(body):  # the rows are in the local tables
+        verb, db, name = match.groups()
+        return [f"{verb} {db}.{name}{LOCAL_SUFFIX if name in sharded else ''}{on}"]
     if match := _SYSTEM_VIEW.match(body):  # takes no ON CLUSTER: each node stops its own
         return [body]
     if match := _INSERT_SELECT.match(body):  # a backfill: each shard of its own rows
@@ -140,8 +145,9 @@ def _render(
 
 def _localize(sql: str, database: str, sharded: set[str]) -> str:
     """Point references to sharded tables at their local tables."""
+    name = re.escape(database)
     return re.sub(
-        rf"\b{re.escape(database)}\.(\w+)\b",
+        rf'(?:\b{name}|"{name}")\.(\w+)\b',
         lambda m: f"{database}.{m.group(1)}{LOCAL_SUFFIX}" if m.group(1) in sharded else m.group(0),
         sql,
     )

@@ -94,24 +94,41 @@ class ClusterMigrator:
             where = [k for k, versions in enumerate(pending) if migration.version in versions]
             if not where:
                 continue
-            for number, statement in enumerate(self.statements(migration), start=1):
-                if is_insert_select(statement):
-                    targets = where  # each shard backfills its own rows (local tables)
-                elif self.keeper and not is_per_node(statement):
-                    targets = where[:1]  # ON CLUSTER carries it to every node
-                else:
-                    targets = where
-                for k in targets:
-                    try:
-                        self.shards[k].command(statement)
-                    except StoreError as exc:
-                        raise MigrationError(
-                            f"{migration.path.name}, statement {number}, shard {k + 1} "
-                            f"({self.shards[k].url}): {exc}",
-                            database_message=exc.database_message,
-                            code=exc.code,
-                        ) from exc
+            self._run(self.statements(migration), where, migration.path.name)
             for k in where:
                 self.migrators[k].record(migration)
             done.append(migration)
         return done
+
+    def run(self, statements: Sequence[str], label: str, creates: Sequence[str] = ()) -> None:
+        """Run single-node statements beyond the migrations (an SLO's rollup) on every
+        shard, rendered as the migrations are; ``creates`` are the CREATE TABLE statements
+        of the tables they touch, so that those are known to be sharded."""
+        first = self.migrators[0]
+        rendered = render_for_cluster(
+            list(statements),
+            self.cluster,
+            first.store.database,
+            context=[*self._every_statement, *creates],
+            keeper=self.keeper,
+        )
+        self._run(rendered, list(range(len(self.shards))), label)
+
+    def _run(self, rendered: Sequence[str], where: list[int], label: str) -> None:
+        """Each rendered statement on the shards (of ``where``) it must run on."""
+        for number, statement in enumerate(rendered, start=1):
+            if is_insert_select(statement):
+                targets = where  # each shard backfills its own rows (local tables)
+            elif self.keeper and not is_per_node(statement):
+                targets = where[:1]  # ON CLUSTER carries it to every node
+            else:
+                targets = where
+            for k in targets:
+                try:
+                    self.shards[k].command(statement)
+                except StoreError as exc:
+                    raise MigrationError(
+                        f"{label}, statement {number}, shard {k + 1} ({self.shards[k].url}): {exc}",
+                        database_message=exc.database_message,
+                        code=exc.code,
+                    ) from exc

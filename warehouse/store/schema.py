@@ -23,7 +23,7 @@ from warehouse.store.cluster_migrations import ClusterMigrator
 from warehouse.store.migrations import Migration, MigrationState, Migrator, iter_plan
 from warehouse.store.retention import TtlChange, sync_ttls
 
-__all__ = ["SchemaUpdate", "migrate", "plan", "status"]
+__all__ = ["SchemaUpdate", "migrate", "on_cluster", "plan", "status"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,18 @@ def plan(
         )
         for migration in chosen
     ]
+
+
+@contextmanager
+def on_cluster(store: Store, config: Config) -> Iterator[ClusterMigrator | None]:
+    """The cluster the store URL names, with a connection to each of its shards, to run
+    DDL beyond the migrations there (an SLO's rollup); None for a single node."""
+    name = _cluster(store, None)
+    if name is None:
+        yield None
+        return
+    with _shards(store, name) as shards:
+        yield ClusterMigrator(shards, name, config)
 
 
 def _cluster(store: Store, named: str | None) -> str | None:
