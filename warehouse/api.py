@@ -242,7 +242,7 @@ class Warehouse:
             filters = scoped_filters(objective, filters)
             thresholds = {**objective.thresholds, **(thresholds or {})}
             rollup = slo_apply.find(self.store, objective) if exact is not True else None
-            sources = (rollup.source(),) if rollup is not None else ()
+            sources = (rollup.source(self.store.capabilities.dialect),) if rollup else ()
         return root_cause(
             self.store,
             time_range(since, until),

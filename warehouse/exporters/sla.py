@@ -215,7 +215,8 @@ class SLAExporter(Collector):
             order_by="-count" if top else None,
             limit=self.top if top else None,
         )
-        return pl.DataFrame(ask(wh.store, question, (rollup.source(),) if rollup else ()))
+        sources = (rollup.source(wh.store.capabilities.dialect),) if rollup else ()
+        return pl.DataFrame(ask(wh.store, question, sources))
 
     # -- exposing ---------------------------------------------------------------------
 

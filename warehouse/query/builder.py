@@ -387,15 +387,15 @@ def _plan(
 
     if question.exact:
         return raw("exact percentiles asked"), None
-    if not (capabilities.materialized_views and capabilities.aggregate_states):
-        return raw("this store keeps no materialized rollups"), None
     asked = (has_percentiles, has_attainment)
-    for source in sources:
+    for source in sources:  # an SLO's rollup: on DuckDB, a view
         pieces = _covering_pieces(source, question, dims, filters, measures)
         if pieces is not None:
             raw_rows = " and ragged ends from raw rows" if pieces[-1][0] == "requests" else ""
             reason = f"the rollup of {source.label}{raw_rows}"
             return _pieces_plan(source, pieces, reason, *asked), source
+    if not (capabilities.materialized_views and capabilities.aggregate_states):
+        return raw("this store keeps no materialized rollups"), None
     built_in = _built_in_source()
     if not question.range.aligned_to(SOURCE_GRAIN):
         # The built-in minute rollup, in pieces: whole hours and minutes, raw ragged ends.

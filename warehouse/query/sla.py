@@ -58,7 +58,7 @@ def evaluate(
     by = list(by)
     scope = scoped_filters(slo, filters)
     rollup = slo_apply.find(store, slo) if exact is not True else None
-    sources = (rollup.source(),) if rollup is not None else ()
+    sources = (rollup.source(store.capabilities.dialect),) if rollup is not None else ()
     checks = rollup.checks if rollup is not None else ()
     common = {"by": by, "filters": scope, "thresholds": slo.thresholds, "exact": exact}
     objectives = list(slo.measures)

@@ -60,12 +60,12 @@ def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> li
                 done.append(
                     Applied(slo.name, rollup.table, "not built: an objective needs raw rows")
                 )
-            elif not store.capabilities.materialized_views:
-                done.append(
-                    Applied(slo.name, rollup.table, "not built: this store keeps no rollups")
-                )
             elif _complete(store, rollup):
                 done.append(Applied(slo.name, rollup.table, "up to date"))
+            elif _is_duckdb(store):
+                for statement in rollup.create_view(store.database):
+                    store.command(statement)
+                done.append(Applied(slo.name, rollup.table, "built", _drop_older([store], rollup)))
             else:
                 _build(store, cluster, rollup, config)
                 dropped = _drop_older(cluster.shards if cluster else [store], rollup)
@@ -75,8 +75,6 @@ def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> li
 
 def find(store: Store, slo: SLO) -> SloRollup | None:
     """The SLO's complete rollup of its current version on ``store``, if there is one."""
-    if not store.capabilities.materialized_views:
-        return None
     rollup = SloRollup(slo)
     return rollup if rollup.covered and _complete(store, rollup) else None
 
@@ -86,8 +84,6 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
     a cluster), newest minute, and its lag: how far the newest request in its scope is
     past its newest minute."""
     columns = ["slo", "version", "table", "state", "rows", "bytes", "newest_minute", "lag_seconds"]
-    if not store.capabilities.materialized_views:
-        return pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
     with on_cluster(store, config or Config()) as cluster:
         listings = [_tables(node) for node in (cluster.shards if cluster else [store])]
     tables, every = listings[0], [t for listing in listings for t in listing]
@@ -104,7 +100,7 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
                 "slo": meta.get("slo", "?"),
                 "version": name.rsplit("_", 1)[-1],
                 "table": name,
-                "state": "complete" if f"{name}_mv" in names else "building",
+                "state": _state(table, names),
                 "rows": sum(int(t["rows"]) for t in every if t["table"] == name),
                 "bytes": sum(int(t["bytes"]) for t in every if _part_of(t, name)),
                 "newest_minute": newest,
@@ -126,7 +122,9 @@ def _newest(
 
 def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
     """Seconds from the rollup's newest minute to that of the newest request in its scope
-    (reading only the requests after that minute)."""
+    (reading only the requests after that minute); a view is never behind."""
+    if _is_duckdb(store):
+        return 0.0
     if newest is None:
         return None
     after = newest + GRAIN
@@ -183,18 +181,30 @@ def _drop_older(nodes: Sequence[Store], rollup: SloRollup) -> tuple[str, ...]:
         ]
         for base in found:
             doomed = [t for t in tables if t["table"] == base or t["table"].startswith(f"{base}_")]
-            for t in sorted(doomed, key=lambda t: t["engine"] != "MaterializedView"):
-                kind = "VIEW" if t["engine"] == "MaterializedView" else "TABLE"
-                node.command(
-                    f"DROP {kind} IF EXISTS {quote_identifier(node.database)}.{t['table']} SYNC"
-                )
+            sync = "" if _is_duckdb(node) else " SYNC"
+            for t in sorted(doomed, key=lambda t: t["engine"] not in _VIEWS):
+                kind = "VIEW" if t["engine"] in _VIEWS else "TABLE"
+                name = f"{quote_identifier(node.database)}.{t['table']}"
+                node.command(f"DROP {kind} IF EXISTS {name}{sync}")
         older.extend(b for b in found if b not in older)
     return tuple(older)
 
 
+def _state(table: dict, names: set[str]) -> str:
+    if table["engine"] == "View":
+        return "view"
+    return "complete" if f"{table['table']}_mv" in names else "building"
+
+
 def _tables(store: Store, fold: bool = True) -> list[dict]:
     """The SLO rollups' tables and views on the store, with their comment and size; with
-    ``fold``, a cluster's local table lends its comment and size to its Distributed one."""
+    ``fold``, a cluster's local table lends its comment and size to its Distributed one.
+    On DuckDB, its views (their rows counted, as a view holds no bytes)."""
+    if _is_duckdb(store):
+        return [
+            {**view, "engine": "View", "rows": _count(store, view["table"]), "bytes": 0}
+            for view in _views(store)
+        ]
     tables = store.query_arrow(
         "SELECT name AS table, comment, engine, coalesce(total_rows, 0) AS rows, "
         "coalesce(total_bytes, 0) AS bytes FROM system.tables "
@@ -225,11 +235,33 @@ def _part_of(table: dict, base: str) -> bool:
     return is_data and (name == base or name.startswith(f"{base}_"))
 
 
+_VIEWS = ("MaterializedView", "View")
 _BASE = re.compile(r"^slo_[a-z0-9_]*_[0-9a-f]{10}$")
 
 
 def _complete(store: Store, rollup: SloRollup) -> bool:
+    """On ClickHouse: its minute table's view, made last, exists; on DuckDB: its view."""
+    if _is_duckdb(store):
+        return any(view["table"] == rollup.table for view in _views(store))
     return _exists(store, rollup.view)
+
+
+def _views(store: Store) -> list[dict]:
+    """The SLO rollups' views on a DuckDB store, with their comment."""
+    return store.query_arrow(
+        "SELECT view_name AS table, comment FROM duckdb_views() "
+        "WHERE schema_name = $db AND starts_with(view_name, 'slo_') ORDER BY view_name",
+        {"db": store.database},
+    ).to_pylist()
+
+
+def _is_duckdb(store: Store) -> bool:
+    return store.capabilities.dialect == "duckdb"
+
+
+def _count(store: Store, table: str) -> int:
+    name = f"{quote_identifier(store.database)}.{quote_identifier(table)}"
+    return int(store.query_arrow(f"SELECT count(*) AS n FROM {name}").column("n")[0].as_py())
 
 
 def _exists(store: Store, name: str) -> bool:

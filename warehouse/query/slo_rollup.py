@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
+from warehouse.query import dialects
 from warehouse.query.builder import RollupSource, quote_identifier
 from warehouse.query.registry import PERCENTILES, dimension, good_count, measure
 from warehouse.query.slo import OPERATORS, SLO, Objective
@@ -192,16 +193,35 @@ class SloRollup:
         )
         return views
 
-    def source(self) -> RollupSource:
-        """How the query layer reads it."""
+    @property
+    def view_columns(self) -> tuple[RollupColumn, ...]:
+        """What its DuckDB view holds: every column but the latency histograms, which
+        only ClickHouse's map aggregates merge."""
+        return tuple(c for c in self.columns if not c.name.endswith("_hist"))
+
+    def create_view(self, database: str) -> list[str]:
+        """DuckDB statements making it a view of `requests` (the same rows, computed as
+        they are read), with the comment `slo status` reads."""
+        name = f"{quote_identifier(database)}.{self.table}"
+        rows = self.rows(database, columns=[c.name for c in self.view_columns])
+        comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
+        return [
+            f"CREATE OR REPLACE VIEW {name} AS\n{dialects.transpile(rows, 'duckdb')}",
+            f"COMMENT ON VIEW {name} IS '{comment.replace(chr(39), chr(39) * 2)}'",
+        ]
+
+    def source(self, dialect: str = "clickhouse") -> RollupSource:
+        """How the query layer reads it on a store of ``dialect``: its tables, or on
+        DuckDB its view (minutes only, no histograms)."""
+        view = dialect == "duckdb"
         return RollupSource(
             table=self.table,
-            label=f"SLO {self.slo.name}",
-            grains=self.grains,
+            label=f"SLO {self.slo.name}" + (" (a view)" if view else ""),
+            grains=((GRAIN, self.table),) if view else self.grains,
             dimensions=self.dimensions,
             scope=dict(self.slo.scope),
             thresholds={k: float(v) for k, v in self.slo.thresholds.items()},
-            columns=tuple(c.name for c in self.columns),
+            columns=tuple(c.name for c in (self.view_columns if view else self.columns)),
             rows=self.rows,
         )
 

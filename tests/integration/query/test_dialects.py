@@ -213,6 +213,20 @@ SAME_ANSWER = [
         )
     ],
     case(
+        # ClickHouse groups by the alias, which hides the column of the same name.
+        "SELECT toDateTime64(toStartOfMinute(ts), 3, 'UTC') AS ts, count() AS n"
+        " FROM (SELECT * FROM t WHERE n < 5000) AS t GROUP BY ts ORDER BY ts",
+        "GROUP-BY-an-alias-over-a-column",
+    ),
+    case(
+        # An SLO rollup's position counts: the largest value below a limit, the smallest
+        # above it, and inf where there is none.
+        "SELECT maxIf(toFloat64(assumeNotNull(ttft)), ttft < 200.0) AS lo,"
+        " if(countIf(ttft > 200.0) = 0, inf, minIf(toFloat64(assumeNotNull(ttft)), ttft > 200.0))"
+        " AS hi, if(countIf(ttft > 1e12) = 0, inf, 0) AS none_above FROM t",
+        "assumeNotNull-and-inf",
+    ),
+    case(
         "SELECT toDateTime64(toStartOfInterval(ts, INTERVAL 5 HOUR), 3, 'UTC') AS time, count()"
         " FROM t GROUP BY time ORDER BY time",
         "toStartOfInterval-5-HOUR",

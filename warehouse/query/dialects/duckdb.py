@@ -73,7 +73,13 @@ _FUNCTIONS: dict[str, Callable[[Args], exp.Expression]] = {
     # toDateTime64(x, precision, 'UTC'): DuckDB timestamps carry microseconds anyway.
     "toDateTime64": lambda args: exp.cast(args[0], "TIMESTAMPTZ"),
     "arrayElement": lambda args: _call("list_extract", args[0], args[1]),
+    # A NULL never reaches it where the warehouse writes it (inside an aggregate whose
+    # condition is false for NULL), and DuckDB has no undefined value to give instead.
+    "assumeNotNull": lambda args: args[0],
 }
+
+# ClickHouse's non-finite float literals, which sqlglot reads as column names.
+_NON_FINITE = {"inf": "inf", "nan": "nan"}
 
 # Quantile aggregates: ClickHouse `f(levels)(x)` → DuckDB `g(x, level)` or `g(x, [levels])`.
 # quantileExactInclusive interpolates linearly between order statistics, as
@@ -98,6 +104,13 @@ _AGGREGATES: dict[str, Callable[[Args], exp.Expression]] = {
 }
 
 
+def _alias_name(expression: exp.Expression) -> str | None:
+    """The name an unqualified column in GROUP BY may refer to as a SELECT alias."""
+    if isinstance(expression, exp.Column) and not expression.table:
+        return expression.name
+    return None
+
+
 def _filtered(aggregate: exp.Expression, condition: exp.Expression) -> exp.Expression:
     return exp.Filter(this=aggregate, expression=exp.Where(this=condition))
 
@@ -110,6 +123,35 @@ def _quantile(name: str, levels: Args, args: Args) -> exp.Expression:
 
 
 class WarehouseDuckDBGenerator(DuckDBGenerator):
+    def column_sql(self, expression: exp.Column) -> str:
+        if not expression.table and expression.name.lower() in _NON_FINITE:
+            literal = exp.Literal.string(_NON_FINITE[expression.name.lower()])
+            return self.sql(exp.cast(literal, "DOUBLE"))
+        return super().column_sql(expression)
+
+    def group_sql(self, expression: exp.Group) -> str:
+        # ClickHouse reads a name in GROUP BY as the SELECT's alias of that name first
+        # (`toStartOfMinute(ts) AS ts ... GROUP BY ts` groups by the minute); DuckDB
+        # reads it as the input column. Group by the aliased expression itself.
+        select = expression.parent
+        if isinstance(select, exp.Select):
+            aliased = {
+                e.alias: e.this
+                for e in select.expressions
+                if isinstance(e, exp.Alias)
+                and not (isinstance(e.this, exp.Column) and e.this.name == e.alias)
+            }
+            if any(_alias_name(e) in aliased for e in expression.expressions):
+                expression = expression.copy()
+                expression.set(
+                    "expressions",
+                    [
+                        aliased[name].copy() if (name := _alias_name(e)) in aliased else e
+                        for e in expression.expressions
+                    ],
+                )
+        return super().group_sql(expression)
+
     def select_sql(self, expression: exp.Select) -> str:
         # sqlglot drops ClickHouse's PREWHERE for DuckDB, and its condition with it.
         prewhere = expression.args.get("prewhere")
