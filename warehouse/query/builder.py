@@ -125,6 +125,18 @@ class RollupSource:
     count comes from the latency histograms (the built-in rollups, one threshold)."""
     probes: bool = False
     """Whether its rows hold probes too, under an ``is_probe`` dimension."""
+    totals: tuple[tuple[timedelta, str], ...] = ()
+    """Tables of its columns summed over the dimensions, by grain as :attr:`grains`: for
+    questions of its whole scope (no grouping, no filter narrower than the scope)."""
+
+    @property
+    def tables(self) -> set[str]:
+        return {table for _, table in (*self.grains, *self.totals)}
+
+    def within_scope(self, name: str, values: Sequence[Any]) -> bool:
+        """Whether a filter of ``name`` to ``values`` is the scope itself (its rows
+        hold nothing else, so the filter changes nothing)."""
+        return name in self.scope and {str(v) for v in values} == set(self.scope[name])
 
 
 @dataclass(frozen=True)
@@ -258,7 +270,11 @@ def compile_question(
     checks: list[str] = []
     if source is not None:
         # An SLO's rollup holds only its scope: filters it implies are dropped.
-        filters = [(d, v) for d, v in filters if d.name in source.dimensions]
+        filters = [
+            (d, v)
+            for d, v in filters
+            if d.name in source.dimensions and not source.within_scope(d.name, v)
+        ]
         for column, limit in question.checks:
             for piece in position_columns(column, limit):
                 select.append(piece.merge)
@@ -445,7 +461,8 @@ def _covering_pieces(
     """The pieces ``source`` answers ``question`` in, or None when it cannot."""
     if not _covers(source, question, dims, filters, measures):
         return None
-    return _pieces(source, question)
+    whole = not dims and all(source.within_scope(d.name, v) for d, v in filters)
+    return _pieces(question, source.totals if whole and source.totals else source.grains)
 
 
 def _pieces_plan(
@@ -465,12 +482,15 @@ def _pieces_plan(
     )
 
 
-def _pieces(source: RollupSource, question: Question) -> tuple[tuple[str, TimeRange], ...] | None:
-    """The range cut into the coarsest whole buckets a table of ``source`` holds (whole
-    hours, then minutes) and the ragged rest from raw rows; None when no minute fits."""
+def _pieces(
+    question: Question, grains: tuple[tuple[timedelta, str], ...]
+) -> tuple[tuple[str, TimeRange], ...] | None:
+    """The range cut into the coarsest whole buckets of the tables ``grains`` lists
+    (whole hours, then minutes) and the ragged rest from raw rows; None when no minute
+    fits."""
     usable = [
         (grain, table)
-        for grain, table in source.grains
+        for grain, table in grains
         if question.interval is None or question.interval % grain == timedelta(0)
     ]
     if not usable:
@@ -545,7 +565,9 @@ def _composite(
 ) -> str:
     """The pieces of a range, each from its table or from raw rows, as one row source of
     the ``used`` columns (raw rows cost only the aggregates asked)."""
-    listed = ", ".join(["ts", *source.dimensions, *used])
+    totals = {table for _, table in source.totals}
+    whole = any(table in totals for table, _ in plan.pieces)
+    listed = ", ".join(["ts", *([] if whole else source.dimensions), *used])
     selects, raw = [], []
     for index, (table, span) in enumerate(plan.pieces):
         parameters[f"p{index}_since_ms"] = span.since_ms
@@ -567,7 +589,8 @@ def _composite(
                 f"SELECT {listed} FROM {quote_identifier(database)}.{table} WHERE {within}"
             )
     if raw:
-        selects.append(source.rows(database, " OR ".join(raw), used))
+        rows = source.rows(database, " OR ".join(raw), used)
+        selects.append(f"SELECT {listed} FROM ({rows})" if whole else rows)
     return f"({' UNION ALL '.join(selects)})"
 
 

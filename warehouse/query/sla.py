@@ -150,7 +150,7 @@ def _compiled(
     if sources and decided:
         lean = replace(question, measures=[m for m in question.measures if m not in decided])
         compiled = compile_question(lean, store.capabilities, store.database, sources)
-        if compiled.plan.source in {table for s in sources for _, table in s.grains}:
+        if any(compiled.plan.source in source.tables for source in sources):
             return compiled
     return compile_question(question, store.capabilities, store.database, sources)
 

@@ -156,10 +156,10 @@ def _build(
     try:
         run(creates)
         # A half-done build starts again: views first, then the rows.
-        run(f"DROP VIEW IF EXISTS {db}.{table}_mv SYNC" for _, table in rollup.grains)
-        run(f"TRUNCATE TABLE {db}.{table}" for _, table in rollup.grains)
+        run(f"DROP VIEW IF EXISTS {db}.{table}_mv SYNC" for table in rollup.tables)
+        run(f"TRUNCATE TABLE {db}.{table}" for table in rollup.tables)
         run([f"INSERT INTO {db}.{rollup.table}\n{rollup.rows(store.database)}"])
-        run(f"INSERT INTO {db}.{t}\n{select}" for t, select in rollup.coarser(store.database))
+        run(f"INSERT INTO {db}.{t}\n{select}" for t, select in rollup.derived(store.database))
         run(rollup.create_views(store.database))
     finally:
         if sealing:

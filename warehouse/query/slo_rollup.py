@@ -87,6 +87,7 @@ class SloRollup:
             "grains_seconds": [int(grain.total_seconds()) for grain in self._lengths()],
             "dimensions": list(self.dimensions),
             "order_by": ["ts", *self.dimensions],
+            "totals": True,
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
             "columns": [c.definition() for c in self.columns],
@@ -136,37 +137,54 @@ class SloRollup:
             lengths.append(window)
         return [*lengths, HOUR]
 
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """All its tables: by grain, then totals."""
+        return tuple(table for _, table in (*self.grains, *self.totals))
+
+    @property
+    def totals(self) -> tuple[tuple[timedelta, str], ...]:
+        """Its tables of totals by grain: the same columns summed over the dimensions,
+        one row per bucket, for the questions asked of the whole scope (the report and
+        the exporter without ``--by``). Each is filled from the table of its grain."""
+        return tuple((grain, f"{table}_total") for grain, table in self.grains)
+
     def create_tables(self, database: str, ttl_days: int) -> list[str]:
-        """CREATE TABLE of each of its tables, finest first."""
-        columns = ",\n    ".join(
-            [
-                "ts DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))",
-                *(f"{d} LowCardinality(String)" for d in self.dimensions),
-                *(c.definition() for c in self.columns),
-            ]
-        )
+        """CREATE TABLE of each of its tables, finest first, then of its totals."""
         comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
         db = quote_identifier(database)
         statements = []
-        for grain, table in self.grains:
-            partition = "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
-            statements.append(
-                # On a cluster: where a row would go, were rows written to the Distributed
-                # table (they are not: each shard's views fill its local tables).
-                f"-- sharding_key: cityHash64({', '.join(self.dimensions)})\n"
-                f"CREATE TABLE IF NOT EXISTS {db}.{table}\n(\n    {columns}\n)\n"
-                f"ENGINE = AggregatingMergeTree\nPARTITION BY {partition}\n"
-                f"ORDER BY ({', '.join(self.definition['order_by'])})\n"
-                f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
-                "SETTINGS ttl_only_drop_parts = 1\n"
-                f"COMMENT {_literal(comment)}"
+        for tables, dimensions in ((self.grains, self.dimensions), (self.totals, ())):
+            columns = ",\n    ".join(
+                [
+                    "ts DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))",
+                    *(f"{d} LowCardinality(String)" for d in dimensions),
+                    *(c.definition() for c in self.columns),
+                ]
             )
+            for grain, table in tables:
+                partition = "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
+                statements.append(
+                    # On a cluster: where a row would go, were rows written to the
+                    # Distributed table (they are not: each shard's views fill its local
+                    # tables, and queries add the shards up).
+                    f"-- sharding_key: cityHash64({', '.join(dimensions) or 'ts'})\n"
+                    f"CREATE TABLE IF NOT EXISTS {db}.{table}\n(\n    {columns}\n)\n"
+                    f"ENGINE = AggregatingMergeTree\nPARTITION BY {partition}\n"
+                    f"ORDER BY ({', '.join(['ts', *dimensions])})\n"
+                    f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
+                    "SETTINGS ttl_only_drop_parts = 1\n"
+                    f"COMMENT {_literal(comment)}"
+                )
         return statements
 
-    def coarser(self, database: str) -> list[tuple[str, str]]:
-        """(table, SELECT filling it from the minute table) of each coarser table."""
+    def derived(self, database: str) -> list[tuple[str, str]]:
+        """(table, SELECT filling it) of each table filled from another of its tables:
+        the coarser grains from the minute table, then each table of totals from the
+        table of its grain. In that order, so a backfill fills each source first."""
         keys = ", ".join(self.dimensions)
         merged = ",\n    ".join(c.merge for c in self.columns)
+        db = quote_identifier(database)
         found = []
         for grain, table in self.grains[1:]:
             bucket = f"toStartOfInterval(ts, INTERVAL {int(grain.total_seconds())} SECOND)"
@@ -174,9 +192,11 @@ class SloRollup:
                 (
                     table,
                     f"SELECT\n    {bucket} AS ts, {keys},\n    {merged}\n"
-                    f"FROM {quote_identifier(database)}.{self.table}\nGROUP BY ts, {keys}",
+                    f"FROM {db}.{self.table}\nGROUP BY ts, {keys}",
                 )
             )
+        for (_, table), (_, total) in zip(self.grains, self.totals, strict=True):
+            found.append((total, f"SELECT\n    ts,\n    {merged}\nFROM {db}.{table}\nGROUP BY ts"))
         return found
 
     def create_views(self, database: str) -> list[str]:
@@ -185,7 +205,7 @@ class SloRollup:
         db = quote_identifier(database)
         views = [
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{table}_mv TO {db}.{table} AS\n{select}"
-            for table, select in self.coarser(database)
+            for table, select in self.derived(database)
         ]
         views.append(
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{self.view} "
@@ -223,6 +243,7 @@ class SloRollup:
             thresholds={k: float(v) for k, v in self.slo.thresholds.items()},
             columns=tuple(c.name for c in (self.view_columns if view else self.columns)),
             rows=self.rows,
+            totals=() if view else self.totals,
         )
 
     def _good(self) -> RollupColumn:

@@ -94,15 +94,13 @@ def test_the_report_from_an_slos_rollup_equals_the_raw_report(loaded, name):
         assert reads(fast, applied.table) and not reads(raw, applied.table)
         assert_same_figures(fast, raw, by)
     if on_duckdb(loaded):  # the view's whole minutes and raw ends; no histograms
-        assert fast.parts["windows"].pieces[0] == (
-            applied.table,
-            fast.parts["windows"].pieces[0][1],
-        )
+        assert fast.parts["windows"].pieces[0][0] == applied.table
     elif name == "chat-assistant":  # whole 5-minute windows, whole minutes, raw ends
         described = loaded.sla(name, since=since, until=until).plan.describe()
         assert (
-            f"source: {applied.table}_5m [08:10, 09:55) + {applied.table} [08:08, 08:10) and "
-            "[09:55, 09:56) + raw requests [08:07:37.250, 08:08) and [09:56, 09:56:48) "
+            f"source: {applied.table}_5m_total [08:10, 09:55) + {applied.table}_total "
+            "[08:08, 08:10) and [09:55, 09:56) + raw requests [08:07:37.250, 08:08) and "
+            "[09:56, 09:56:48) "
         ) in described
 
 
@@ -135,7 +133,7 @@ def test_new_thresholds_are_a_new_version_and_the_old_one_goes_once_it_is_comple
     fast, raw = both(loaded, str(path), since=START, until=START + SPAN, filters={})
     assert reads(fast, new.table) and not reads(fast, old.table)
     if not on_duckdb(loaded):
-        assert fast.plan.source == f"{new.table}_1h"  # whole hours
+        assert fast.plan.source == f"{new.table}_1h_total"  # whole hours, the whole scope
     assert_same_figures(fast, raw, [])
 
 
@@ -175,8 +173,8 @@ def test_the_cli_applies_lists_and_reads_an_slos_rollup(loaded, monkeypatch, tmp
     until = f"{START + SPAN:%Y-%m-%dT%H:%M:%SZ}"
     report = run("sla", "--slo", "chat-assistant", "--since", since, "--until", until)
     assert (
-        f"source: {table}_1h [09:00, 10:00) + {table}_5m [08:05, 09:00) + {table} [08:01, 08:05)"
-        " + raw requests [08:00:30, 08:01)"
+        f"source: {table}_1h_total [09:00, 10:00) + {table}_5m_total [08:05, 09:00) + "
+        f"{table}_total [08:01, 08:05) + raw requests [08:00:30, 08:01)"
     ) in report
 
 
@@ -194,7 +192,7 @@ def test_a_rollup_without_its_view_is_building_lags_and_is_rebuilt_whole(loaded,
     assert slo_apply.apply(loaded.store, [slo])[0].action == "built"
     until = START + SPAN + timedelta(hours=2)
     fast, raw = both(loaded, "chat-assistant", since=START, until=until, filters={})
-    assert fast.plan.source == f"{applied.table}_1h"
+    assert fast.plan.source == f"{applied.table}_1h_total"
     assert_same_figures(fast, raw, [])
 
 

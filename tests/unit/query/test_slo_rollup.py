@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from warehouse.query.builder import Question, compile_question
 from warehouse.query.slo import parse_objective, parse_slo
 from warehouse.query.slo_rollup import SloRollup, percentile_holds
+from warehouse.query.timerange import TimeRange
+from warehouse.store.clickhouse import SERVER as CLICKHOUSE
 from warehouse.store.rollup_columns import check_prefix
 
 CHAT = """
@@ -26,6 +31,9 @@ objective = "error_rate <= 0.005"
 [[objectives]]
 objective = "kv_hit_ratio >= 0.2"
 """
+
+
+THRESHOLDS = {"ttft_ms": 300.0, "tpot_ms": 50.0}
 
 
 def interpolated(values: np.ndarray, level: float) -> float:
@@ -81,6 +89,30 @@ def test_rows_apply_the_scope_and_leave_out_probes():
     sql = SloRollup(parse_slo(CHAT)).rows("db")
     assert "NOT is_probe" in sql and "service IN ('chat')" in sql
     assert "coalesce(ttft_ms <= 300.0, false)" in sql and "coalesce(tpot_ms <= 50.0, true)" in sql
+
+
+def test_questions_of_the_whole_scope_read_totals_and_groups_read_the_dimensions():
+    rollup = SloRollup(parse_slo(CHAT))
+    since = datetime(2026, 11, 2, 8, 0, 30, tzinfo=UTC)
+    day = TimeRange(since, since + timedelta(days=1))
+
+    def tables(by: list[str], **filters: str) -> set[str]:
+        """The rollup tables a question within the SLO's scope reads."""
+        question = Question(
+            measures=["attainment"],
+            range=day,
+            by=by,
+            filters={"service": ["chat"], **filters},
+            thresholds=THRESHOLDS,
+        )
+        plan = compile_question(question, CLICKHOUSE, "db", [rollup.source()]).plan
+        assert plan.pieces[-1][0] == "requests"  # the ragged start
+        return {table for table, _ in plan.pieces} - {"requests"}
+
+    totals = {table for _, table in rollup.totals}
+    assert f"{rollup.table}_1h_total" in tables([]) <= totals
+    for read in (tables(["model"]), tables([], model="m-1")):
+        assert f"{rollup.table}_1h" in read and not read & totals
 
 
 def test_an_objective_no_rollup_column_answers_leaves_the_slo_uncovered():
