@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from warehouse.query.builder import Compiled, Question, RollupSource, compile_qu
 from warehouse.query.result import Result, normalize
 from warehouse.store.base import Store
 
-__all__ = ["ask", "execute", "fetch_values"]
+__all__ = ["ask", "execute", "execute_all", "fetch_values"]
 
 _PLACEHOLDER = re.compile(r"\{(\w+):[^}]+\}")
 
@@ -39,6 +40,16 @@ def execute(store: Store, compiled: Compiled) -> Result:
         frame = frame.head(limit) if limit is not None else frame
     elapsed_ms = (time.perf_counter() - started) * 1000
     return Result.of(frame, compiled.plan, elapsed_ms)
+
+
+def execute_all(store: Store, compiled: Sequence[Compiled]) -> list[Result]:
+    """Run independent compiled questions, at once where the store takes concurrent
+    queries (a server: the questions of an SLA report then cost the slowest of them,
+    not their sum), else one after another."""
+    if len(compiled) < 2 or not store.capabilities.concurrent_reads:
+        return [execute(store, c) for c in compiled]
+    with ThreadPoolExecutor(max_workers=len(compiled)) as pool:
+        return list(pool.map(lambda c: execute(store, c), compiled))
 
 
 def fetch_values(store: Store, compiled: Compiled) -> np.ndarray:

@@ -17,6 +17,7 @@ For each group of the ``by`` dimensions, over ``[since, until)``:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -33,7 +34,7 @@ from warehouse.query.builder import (
 )
 from warehouse.query.registry import measure
 from warehouse.query.result import Result
-from warehouse.query.run import ask, execute
+from warehouse.query.run import execute_all
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.query.slo_rollup import percentile_holds
 from warehouse.query.timerange import TimeRange
@@ -62,46 +63,53 @@ def evaluate(
     checks = rollup.checks if rollup is not None else ()
     common = {"by": by, "filters": scope, "thresholds": slo.thresholds, "exact": exact}
     objectives = list(slo.measures)
-    period = ask(
-        store,
-        Question(
-            measures=["count", "attainment", "goodput_rps", *objectives],
-            range=time_range,
-            checks=checks,
-            **common,
-        ),
-        sources,
-    )
-    frame = pl.DataFrame(period)
-    parts = {"period": period.plan}
-    for name, column in _ok_columns(slo).items():
-        frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
-    frame = _without_checks(frame, checks)
 
-    elapsed = period.elapsed_ms
+    def compiled(question: Question, decided: set[str] = frozenset()) -> Compiled:
+        return _compiled(store, question, sources, decided)
+
+    # The questions are independent: compiled first, then run together.
+    asked = {
+        "period": compiled(
+            Question(
+                measures=["count", "attainment", "goodput_rps", *objectives],
+                range=time_range,
+                checks=checks,
+                **common,
+            )
+        )
+    }
     if objectives:
-        asked = Question(
+        windows = Question(
             measures=["count", *objectives],
             range=time_range,
             interval=slo.window,
             checks=checks,
             **common,
         )
-        windows = execute(store, _compiled(store, asked, sources, _decided(slo, checks)))
-        frame = _join(frame, _compliance(slo, pl.DataFrame(windows), by, checks), by)
-        parts["windows"] = windows.plan
-        elapsed += windows.elapsed_ms
-    budget = slo.error_budget
-    frame = frame.with_columns((1 - (1 - pl.col("attainment")) / budget).alias("budget_remaining"))
+        asked["windows"] = compiled(windows, _decided(slo, checks))
     for label, length in slo.burn_windows:
         window = TimeRange(max(time_range.until - length, time_range.since), time_range.until)
-        burn = ask(store, Question(measures=["attainment"], range=window, **common), sources)
-        elapsed += burn.elapsed_ms
-        parts[f"burn {label}"] = burn.plan
-        rate = pl.DataFrame(burn).select(
+        asked[f"burn {label}"] = compiled(Question(measures=["attainment"], range=window, **common))
+    started = time.perf_counter()
+    answers = dict(zip(asked, execute_all(store, list(asked.values())), strict=True))
+    elapsed = (time.perf_counter() - started) * 1000
+
+    period = answers["period"]
+    frame = pl.DataFrame(period)
+    for name, column in _ok_columns(slo).items():
+        frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
+    frame = _without_checks(frame, checks)
+    if "windows" in answers:
+        compliance = _compliance(slo, pl.DataFrame(answers["windows"]), by, checks)
+        frame = _join(frame, compliance, by)
+    budget = slo.error_budget
+    frame = frame.with_columns((1 - (1 - pl.col("attainment")) / budget).alias("budget_remaining"))
+    for label, _ in slo.burn_windows:
+        rate = pl.DataFrame(answers[f"burn {label}"]).select(
             *by, ((1 - pl.col("attainment")) / budget).alias(f"burn_rate_{label}")
         )
         frame = _join(frame, rate, by)
+    parts = {name: answer.plan for name, answer in answers.items()}
     return Result.of(frame, period.plan, elapsed, parts)
 
 

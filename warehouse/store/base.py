@@ -39,6 +39,9 @@ class Capabilities:
     collapsing_engines: bool
     """Repeated series, samples and metadata rows collapse in the tables themselves
     (ReplacingMergeTree and kin), so writing them twice changes no figure."""
+    concurrent_reads: bool = False
+    """Queries from several threads of one process run at once (a server over HTTP),
+    rather than one after another."""
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ SERVER = Capabilities(
     insert_deduplication=True,
     scheduled_views=True,
     collapsing_engines=True,
+    concurrent_reads=True,
 )
 IN_PROCESS = Capabilities(
     dialect="clickhouse",
