@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from warehouse.errors import QueryError
@@ -95,6 +96,11 @@ class Question:
     """(latency column, limit) pairs whose position counts to return, for exact tests of
     percentile objectives (see :func:`warehouse.store.rollup_columns.position_columns`);
     only a rollup that keeps them (an SLO's) returns them."""
+    spans: Sequence[TimeRange] = ()
+    """Parts of ``range`` answered by the same query (an SLA report's burn windows): the
+    result gains a ``span`` column first, 0 for ``range`` and ``k`` for ``spans[k - 1]``;
+    a group without requests in a span has no row for it. ClickHouse only, and not with
+    ``interval``. From a rollup's pieces or from raw rows, never the built-in rollups."""
 
 
 @dataclass(frozen=True)
@@ -117,9 +123,10 @@ class RollupSource:
     thresholds: Mapping[str, float]
     columns: tuple[str, ...]
     """Its measure columns, in the order of its rows."""
-    rows: Callable[[str, str, Sequence[str]], str]
-    """``rows(database, condition, columns)``: ClickHouse SQL of its rows (``ts``, the
-    dimensions, those of its columns) from the `requests` rows a condition picks."""
+    rows: Callable[..., str]
+    """``rows(database, condition, columns, keys)``: ClickHouse SQL of its rows (``ts``,
+    the dimensions, those of its columns, grouped by the (name, expression) ``keys`` too)
+    from the `requests` rows a condition picks."""
     good: str | None = "sum(good)"
     """SQL of its count of good requests; None when it keeps no such count, and the good
     count comes from the latency histograms (the built-in rollups, one threshold)."""
@@ -217,12 +224,14 @@ def compile_question(
         raise QueryError("no measures asked: name at least one, such as count or p95_ttft_ms")
     filters = [(dimension(name), _values(name, value)) for name, value in question.filters.items()]
     _check_names(dims, measures, question.interval is not None)
+    _check_spans(question, capabilities)
     plan, source = _plan(question, dims, filters, measures, capabilities, sources)
     parameters: dict[str, Any] = {
         "since_ms": question.range.since_ms,
         "until_ms": question.range.until_ms,
     }
-    if len(plan.pieces) > 1:
+    composite = source is not None and (len(plan.pieces) > 1 or bool(question.spans))
+    if composite:
         # Raw rows of the ends are summarised per minute: the outer range takes their minutes.
         parameters["since_ms"] = question.range.since_ms // 60_000 * 60_000
         parameters["until_ms"] = -(-question.range.until_ms // 60_000) * 60_000
@@ -235,6 +244,10 @@ def compile_question(
 
     select: list[str] = []
     group: list[str] = []
+    spans = _span_lists(question.spans, parameters)
+    if spans:
+        select.append("span")
+        group.append("span")
     if question.interval is not None:
         step = int(question.interval.total_seconds())
         if step < 1 or step != question.interval.total_seconds():
@@ -288,18 +301,22 @@ def compile_question(
         filters,
         with_probes or (source is not None and not source.probes),
         parameters,
-        prewhere=len(plan.pieces) <= 1,  # PREWHERE reads a table, not a union of pieces
+        prewhere=not composite,  # PREWHERE reads a table, not a union of pieces
     )
 
-    table = f"{quote_identifier(database)}.{plan.source}"
-    if source is not None and len(plan.pieces) > 1:
+    table = f"{quote_identifier(database)}.{plan.source} AS src"
+    if composite and source is not None:
         asked = " ".join(select)
         used = [c for c in source.columns if re.search(rf"\b{c}\b", asked)]
-        table = _composite(source, plan, database, parameters, used)
-    sql = f"SELECT {', '.join(select)} FROM {table} AS src {where}"
+        table = f"{_composite(source, plan, database, parameters, used, spans)} AS src"
+        spans = spans and "_spans"  # each piece lists the spans of its rows
+    if spans:
+        table += f" ARRAY JOIN {spans} AS span"
+    sql = f"SELECT {', '.join(select)} FROM {table} {where}"
     if group:
         sql += f" GROUP BY {', '.join(group)}"
-    keys = ["time"] * (question.interval is not None) + [d.name for d in dims]
+    keys = ["span"] * bool(question.spans) + ["time"] * (question.interval is not None)
+    keys += [d.name for d in dims]
     columns = tuple(keys + [m.name for m in measures] + checks)
     sql_columns = tuple(keys + [m.name for m in in_sql] + list(histograms.values()) + checks)
     check_limit(question.limit)
@@ -314,6 +331,11 @@ def compile_question(
         sql += f" LIMIT {int(question.limit)}"
     if "{seconds:Float64}" in sql:
         parameters["seconds"] = span.total_seconds()
+        if question.spans:  # rates per second of each span's own length
+            lengths = ", ".join(
+                f"span = {k}, {s.seconds!r}" for k, s in enumerate(question.spans, start=1)
+            )
+            sql = sql.replace("{seconds:Float64}", f"multiIf({lengths}, {{seconds:Float64}})")
     percentiles = tuple(
         (m.name, histograms[m.column], m.level)
         for m in measures
@@ -410,6 +432,8 @@ def _plan(
             raw_rows = " and ragged ends from raw rows" if pieces[-1][0] == "requests" else ""
             reason = f"the rollup of {source.label}{raw_rows}"
             return _pieces_plan(source, pieces, reason, *asked), source
+    if question.spans:  # one read for every span: the built-in rollups have no cuts
+        return raw("several spans asked and no rollup of an SLO covers them"), None
     if not (capabilities.materialized_views and capabilities.aggregate_states):
         return raw("this store keeps no materialized rollups"), None
     built_in = _built_in_source()
@@ -444,11 +468,13 @@ def _built_in_source() -> RollupSource:
     )
 
 
-def _built_in_rows(database: str, condition: str, columns: Sequence[str]) -> str:
+def _built_in_rows(
+    database: str, condition: str, columns: Sequence[str], keys: Sequence[tuple[str, str]] = ()
+) -> str:
     """Rows of the built-in minute rollup from the `requests` rows ``condition`` picks."""
     pieces = [c for c in rollup_columns(BUILT_IN) if c.name in columns]
     table = f"{quote_identifier(database)}.requests"
-    return minute_rows(table, SLA_ROLLUP_DIMENSIONS, pieces, [f"({condition})"])
+    return minute_rows(table, SLA_ROLLUP_DIMENSIONS, pieces, [f"({condition})"], keys)
 
 
 def _covering_pieces(
@@ -496,7 +522,7 @@ def _pieces(
     if not usable:
         return None
     pieces: list[tuple[str, TimeRange]] = []
-    rest = [question.range]
+    rest = _cut(question.range, question.spans)
     for grain, table in reversed(usable):
         later = []
         for span in rest:
@@ -507,7 +533,55 @@ def _pieces(
         rest = later
     if not pieces:
         return None
-    return (*pieces, *(("requests", span) for span in sorted(rest, key=lambda r: r.since)))
+    raw: list[TimeRange] = []
+    for span in sorted(rest, key=lambda r: r.since):
+        if raw and raw[-1].until == span.since:  # cut at a span's end: one raw read
+            span = TimeRange(raw.pop().since, span.until)
+        raw.append(span)
+    return (*pieces, *(("requests", span) for span in raw))
+
+
+def _check_spans(question: Question, capabilities: Capabilities) -> None:
+    if not question.spans:
+        return
+    if capabilities.dialect != "clickhouse":
+        raise QueryError("spans are answered on ClickHouse only: ask one question per span")
+    if question.interval is not None:
+        raise QueryError("spans and interval: ask a time series for one range at a time")
+    outer = question.range
+    for s in question.spans:
+        if not (outer.since <= s.since < s.until <= outer.until):
+            raise QueryError(f"span [{s.since}, {s.until}) is not inside the range asked")
+
+
+def _span_lists(spans: Sequence[TimeRange], parameters: dict[str, Any]) -> str:
+    """SQL of the spans a row's ``ts`` falls in: ``[0]`` (the whole range) and each
+    ``k`` whose span holds it; empty without spans."""
+    if not spans:
+        return ""
+    found = ["[0]"]
+    for k, span in enumerate(spans, start=1):
+        parameters[f"s{k}_since_ms"] = span.since_ms
+        parameters[f"s{k}_until_ms"] = span.until_ms
+        found.append(
+            f"if(ts >= fromUnixTimestamp64Milli({{s{k}_since_ms:Int64}}, 'UTC') AND "
+            f"ts < fromUnixTimestamp64Milli({{s{k}_until_ms:Int64}}, 'UTC'), [{k}], [])"
+        )
+    return f"arrayConcat({', '.join(found)})"
+
+
+def _cut(whole: TimeRange, spans: Sequence[TimeRange]) -> list[TimeRange]:
+    """``whole`` cut at every end of ``spans`` inside it, so that no piece straddles one."""
+    cuts = sorted(
+        {whole.since, whole.until}
+        | {
+            moment
+            for s in spans
+            for moment in (s.since, s.until)
+            if whole.since < moment < whole.until
+        }
+    )
+    return [TimeRange(a, b) for a, b in pairwise(cuts)]
 
 
 def _covers(
@@ -562,15 +636,19 @@ def _composite(
     database: str,
     parameters: dict[str, Any],
     used: Sequence[str],
+    spans: str = "",
 ) -> str:
     """The pieces of a range, each from its table or from raw rows, as one row source of
-    the ``used`` columns (raw rows cost only the aggregates asked)."""
+    the ``used`` columns (raw rows cost only the aggregates asked); with ``spans`` (SQL
+    of the spans a row's ``ts`` falls in), each row lists them in ``_spans``."""
     totals = {table for _, table in source.totals}
     whole = any(table in totals for table, _ in plan.pieces)
-    listed = ", ".join(["ts", *([] if whole else source.dimensions), *used])
+    listed = ", ".join(
+        ["ts", *([] if whole else source.dimensions), *used] + ["_spans"] * bool(spans)
+    )
     # One read per table, of all its pieces: ClickHouse plans each read of a union
     # anew, and planning, not reading, is most of what a rollup's answer costs.
-    spans: dict[str, list[str]] = {}
+    ranges: dict[str, list[str]] = {}
     for index, (table, span) in enumerate(plan.pieces):
         parameters[f"p{index}_since_ms"] = span.since_ms
         parameters[f"p{index}_until_ms"] = span.until_ms
@@ -585,16 +663,21 @@ def _composite(
                 f"{{p{index}_since_ms:Int64}}, 'UTC')) AND toStartOfHour(ts) <= toStartOfHour("
                 f"fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC'))"
             )
-        spans.setdefault(table, []).append(within)
+        ranges.setdefault(table, []).append(within)
     selects = []
-    for table, conditions in spans.items():
+    for table, conditions in ranges.items():
         condition = " OR ".join(f"({c})" for c in conditions)
         if table == "requests":
-            rows = source.rows(database, condition, used)
-            selects.append(f"SELECT {listed} FROM ({rows})" if whole else rows)
+            # A raw row's spans from its own time, not its minute's: a span may start
+            # inside a minute.
+            keys = [("_spans", spans)] if spans else []
+            rows = source.rows(database, condition, used, keys)
+            # In the order of the other reads: a union matches columns by position.
+            selects.append(f"SELECT {listed} FROM ({rows})" if whole or spans else rows)
         else:
             name = f"{quote_identifier(database)}.{table}"
-            selects.append(f"SELECT {listed} FROM {name} WHERE {condition}")
+            computed = listed.replace("_spans", f"{spans} AS _spans") if spans else listed
+            selects.append(f"SELECT {computed} FROM {name} WHERE {condition}")
     return f"({' UNION ALL '.join(selects)})"
 
 

@@ -67,6 +67,13 @@ def evaluate(
     def compiled(question: Question, decided: set[str] = frozenset()) -> Compiled:
         return _compiled(store, question, sources, decided)
 
+    burns = {
+        label: TimeRange(max(time_range.until - length, time_range.since), time_range.until)
+        for label, length in slo.burn_windows
+    }
+    # From a rollup on ClickHouse, the burn windows are spans of the period's question:
+    # one read of the pieces and the raw ends for all of them.
+    together = bool(sources) and bool(burns) and store.capabilities.dialect == "clickhouse"
     # The questions are independent: compiled first, then run together.
     asked = {
         "period": compiled(
@@ -74,6 +81,7 @@ def evaluate(
                 measures=["count", "attainment", "goodput_rps", *objectives],
                 range=time_range,
                 checks=checks,
+                spans=list(burns.values()) if together else (),
                 **common,
             )
         )
@@ -87,15 +95,24 @@ def evaluate(
             **common,
         )
         asked["windows"] = compiled(windows, _decided(slo, checks))
-    for label, length in slo.burn_windows:
-        window = TimeRange(max(time_range.until - length, time_range.since), time_range.until)
-        asked[f"burn {label}"] = compiled(Question(measures=["attainment"], range=window, **common))
+    for label, window in burns.items():
+        if not together:
+            asked[f"burn {label}"] = compiled(
+                Question(measures=["attainment"], range=window, **common)
+            )
     started = time.perf_counter()
     answers = dict(zip(asked, execute_all(store, list(asked.values())), strict=True))
     elapsed = (time.perf_counter() - started) * 1000
 
     period = answers["period"]
     frame = pl.DataFrame(period)
+    spans: dict[str, pl.DataFrame] = {}
+    if together:
+        spans = {
+            label: frame.filter(pl.col("span") == k).drop("span")
+            for k, label in enumerate(burns, start=1)
+        }
+        frame = frame.filter(pl.col("span") == 0).drop("span")
     for name, column in _ok_columns(slo).items():
         frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
     frame = _without_checks(frame, checks)
@@ -104,12 +121,12 @@ def evaluate(
         frame = _join(frame, compliance, by)
     budget = slo.error_budget
     frame = frame.with_columns((1 - (1 - pl.col("attainment")) / budget).alias("budget_remaining"))
-    for label, _ in slo.burn_windows:
-        rate = pl.DataFrame(answers[f"burn {label}"]).select(
-            *by, ((1 - pl.col("attainment")) / budget).alias(f"burn_rate_{label}")
-        )
+    for label in burns:
+        burn = spans[label] if together else pl.DataFrame(answers[f"burn {label}"])
+        rate = burn.select(*by, ((1 - pl.col("attainment")) / budget).alias(f"burn_rate_{label}"))
         frame = _join(frame, rate, by)
     parts = {name: answer.plan for name, answer in answers.items()}
+    parts.update({f"burn {label}": period.plan for label in spans})
     return Result.of(frame, period.plan, elapsed, parts)
 
 

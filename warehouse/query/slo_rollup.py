@@ -107,15 +107,21 @@ class SloRollup:
     def view(self) -> str:
         return f"{self.table}_mv"
 
-    def rows(self, database: str, condition: str = "", columns: Sequence[str] | None = None) -> str:
+    def rows(
+        self,
+        database: str,
+        condition: str = "",
+        columns: Sequence[str] | None = None,
+        keys: Sequence[tuple[str, str]] = (),
+    ) -> str:
         """ClickHouse SQL of its rows from `requests` (those ``condition`` picks, if given;
-        only the named ``columns``, if given)."""
+        only the named ``columns``, if given; grouped by ``keys`` too, if given)."""
         where = ["NOT is_probe", *scope_terms(self.slo.scope)]
         if condition:
             where.append(f"({condition})")
         pieces = [c for c in self.columns if columns is None or c.name in columns]
         table = f"{quote_identifier(database)}.requests"
-        return minute_rows(table, self.dimensions, pieces, where)
+        return minute_rows(table, self.dimensions, pieces, where, keys)
 
     @property
     def grains(self) -> tuple[tuple[timedelta, str], ...]:

@@ -180,17 +180,21 @@ def minute_rows(
     dimensions: Sequence[str],
     columns: Sequence[RollupColumn],
     where: Sequence[str] = (),
+    keys: Sequence[tuple[str, str]] = (),
 ) -> str:
     """ClickHouse SQL of minute rollup rows from the `requests` rows at ``source`` (a
-    table) that every condition of ``where`` picks, grouped by ``dimensions``.
+    table) that every condition of ``where`` picks, grouped by ``dimensions`` and by
+    each of ``keys`` (name, expression of a request's columns).
 
-    The conditions apply to the requests themselves, in a subquery: there ``ts`` is the
-    request's time, not the minute the row's ``ts`` is aliased over it.
+    The conditions and keys apply to the requests themselves, in a subquery: there
+    ``ts`` is the request's time, not the minute the row's ``ts`` is aliased over it.
     """
-    if where:
-        source = f"(SELECT * FROM {source} WHERE {' AND '.join(where)}) AS requests"
-    keys = ", ".join(dimensions)
+    if where or keys:
+        computed = "".join(f", {expression} AS {name}" for name, expression in keys)
+        condition = f" WHERE {' AND '.join(where)}" if where else ""
+        source = f"(SELECT *{computed} FROM {source}{condition}) AS requests"
+    grouped = [*dimensions, *(name for name, _ in keys)]
     select = ",\n    ".join(
-        ["toStartOfMinute(ts) AS ts", *dimensions, *(c.from_requests for c in columns)]
+        ["toStartOfMinute(ts) AS ts", *grouped, *(c.from_requests for c in columns)]
     )
-    return f"SELECT\n    {select}\nFROM {source}\nGROUP BY ts, {keys}"
+    return f"SELECT\n    {select}\nFROM {source}\nGROUP BY ts, {', '.join(grouped)}"

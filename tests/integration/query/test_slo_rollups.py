@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pyarrow.compute as pc
 import pytest
+from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from warehouse.api import Warehouse
 from warehouse.cli import app
 from warehouse.query import slo_apply
+from warehouse.query.builder import Question
+from warehouse.query.run import ask
 from warehouse.query.slo import load_slo, parse_slo
 from warehouse.query.slo_rollup import SloRollup
+from warehouse.query.timerange import TimeRange
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
 
@@ -96,12 +101,18 @@ def test_the_report_from_an_slos_rollup_equals_the_raw_report(loaded, name):
     if on_duckdb(loaded):  # the view's whole minutes and raw ends; no histograms
         assert fast.parts["windows"].pieces[0][0] == applied.table
     elif name == "chat-assistant":  # whole 5-minute windows, whole minutes, raw ends
-        described = loaded.sla(name, since=since, until=until).plan.describe()
+        report = loaded.sla(name, since=since, until=until)
         assert (
             f"source: {applied.table}_5m_total [08:10, 09:55) + {applied.table}_total "
             "[08:08, 08:10) and [09:55, 09:56) + raw requests [08:07:37.250, 08:08) and "
             "[09:56, 09:56:48) "
-        ) in described
+        ) in report.parts["windows"].describe()
+        # The period and its burn windows in one read, cut where the 1h and 5m ones start.
+        assert (
+            "raw requests [08:07:37.250, 08:08) and [08:56, 08:57) and [09:51, 09:52) and "
+            "[09:56, 09:56:48)"
+        ) in report.plan.describe()
+        assert report.parts["burn 1h"] is report.plan
 
 
 def test_a_requests_written_after_apply_reach_the_rollup_once(loaded, traffic):
@@ -173,9 +184,10 @@ def test_the_cli_applies_lists_and_reads_an_slos_rollup(loaded, monkeypatch, tmp
     until = f"{START + SPAN:%Y-%m-%dT%H:%M:%SZ}"
     report = run("sla", "--slo", "chat-assistant", "--since", since, "--until", until)
     assert (
-        f"source: {table}_1h_total [09:00, 10:00) + {table}_5m_total [08:05, 09:00) + "
-        f"{table}_total [08:01, 08:05) + raw requests [08:00:30, 08:01)"
-    ) in report
+        f"windows: source: {table}_5m_total [08:05, 10:00) + {table}_total [08:01, 08:05) + "
+        "raw requests [08:00:30, 08:01)"
+    ) in " ".join(report.split())
+    assert "period, burn 5m, burn 1h, burn 6h: source: " in " ".join(report.split())
 
 
 @ON_CLICKHOUSE
@@ -212,3 +224,34 @@ def test_root_cause_over_the_slos_dimensions_reads_its_rollup_and_agrees(loaded)
     assert fast.parts["zone"].source == "requests"  # not a dimension the rollup keeps
     assert fast.sort("dimension", "value").equals(raw.sort("dimension", "value"))
     assert fast.filter(pl.col("dimension") == "zone")["bad"].sum() > 0
+
+
+@ON_CLICKHOUSE
+def test_spans_of_one_question_answer_as_separate_questions_do(loaded):
+    """The burn windows of a report are spans of its period's question: one read, and
+    each span's figures those of the span asked alone, from raw rows and from a rollup."""
+    slo = load_slo("chat-assistant")
+    slo_apply.apply(loaded.store, [slo])
+    whole = TimeRange(
+        START + timedelta(minutes=7, seconds=37.25), START + SPAN - timedelta(seconds=72)
+    )
+    spans = [
+        TimeRange(whole.until - timedelta(minutes=5), whole.until),
+        TimeRange(whole.until - timedelta(minutes=47, seconds=13.5), whole.until),
+        TimeRange(whole.since + timedelta(minutes=1), whole.since + timedelta(minutes=30)),
+    ]
+    question = Question(
+        measures=["count", "attainment", "goodput_rps", "error_rate", "p95_ttft_ms"],
+        range=whole,
+        by=["model"],
+        filters={"service": ["chat"]},
+        thresholds=slo.thresholds,
+        spans=spans,
+    )
+    for sources in ((), (SloRollup(slo).source(),)):
+        together = pl.DataFrame(ask(loaded.store, question, sources))
+        for k, span in enumerate([whole, *spans]):
+            alone = ask(loaded.store, replace(question, range=span, spans=()), sources)
+            mine = together.filter(pl.col("span") == k).drop("span").sort("model")
+            assert_frame_equal(mine, pl.DataFrame(alone).sort("model"), check_exact=False)
+            assert mine["count"].sum() > 0

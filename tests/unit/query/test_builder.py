@@ -14,6 +14,7 @@ from warehouse.store.base import Capabilities
 CLICKHOUSE = Capabilities("clickhouse", *[True] * 8)
 DUCKDB = Capabilities("duckdb", *[False] * 8)
 HOURS = time_range("2026-11-30T00:00Z", "2026-11-30T02:00Z")
+LATE = time_range("2026-11-30T01:47:12.5Z", "2026-11-30T02:00Z")
 
 
 def compile(caps: Capabilities = CLICKHOUSE, **question):
@@ -108,8 +109,22 @@ def test_probes_are_left_out_unless_asked_for():
         ({"filters": {"http_status": "5xx"}}, "bad value"),
         ({"interval": timedelta(milliseconds=1500)}, "whole seconds"),
         ({"thresholds": {"ttft_ms": float("nan")}, "measures": ["attainment"]}, "positive"),
+        ({"spans": [LATE], "interval": timedelta(minutes=5)}, "spans and interval"),
+        ({"spans": [time_range("2026-11-30T01:00Z", "2026-11-30T03:00Z")]}, "not inside"),
     ],
 )
 def test_bad_questions_are_errors(question, message):
     with pytest.raises(QueryError, match=message):
         compile(**question)
+
+
+def test_spans_are_answered_in_one_read_with_a_span_column_first():
+    compiled = compile(spans=[LATE], measures=["count", "goodput_rps"], by=["model"])
+    assert compiled.columns[:2] == ("span", "model")
+    assert " ARRAY JOIN arrayConcat([0], if(ts >= " in compiled.sql
+    assert "GROUP BY span, " in compiled.sql
+    # A rate per second divides by each span's own length.
+    assert f"multiIf(span = 1, {LATE.seconds!r}, {{seconds:Float64}})" in compiled.sql
+    assert compiled.plan.source == "requests"  # the built-in rollups have no cuts
+    with pytest.raises(QueryError, match="ClickHouse only"):
+        compile(DUCKDB, spans=[LATE])
