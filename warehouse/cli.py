@@ -46,6 +46,7 @@ app.add_typer(clickhouse_app, name="clickhouse")
 app.add_typer(migrate_app, name="migrate")
 app.add_typer(cli_query.app)
 app.add_typer(cli_query.slo_app, name="slo")
+app.add_typer(cli_query.query_app, name="query")
 app.add_typer(cli_generate.app)
 app.add_typer(cli_compare.app)
 

@@ -20,6 +20,7 @@ from warehouse.api import Warehouse
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import load_config, parse_listen
 from warehouse.errors import ConfigError
+from warehouse.query.named import bind, for_grafana, named_queries, read_query
 from warehouse.query.result import Result
 from warehouse.render import FORMATS, footer_to_stderr, write_result
 
@@ -28,6 +29,11 @@ __all__ = ["app"]
 app = typer.Typer(rich_markup_mode="markdown")
 slo_app = typer.Typer(
     help="SLOs compiled into rollups: `llmwh sla` reads them.", rich_markup_mode="markdown"
+)
+
+query_app = typer.Typer(
+    help="Named queries of sql/: one question each, in SQL that clickhouse-client runs too.",
+    rich_markup_mode="markdown",
 )
 
 DEFAULT_MEASURES = "count,error_rate,p95_ttft_ms,p95_tpot_ms,p95_e2e_ms"
@@ -233,6 +239,65 @@ def sql(
     text = sys.stdin.read() if query == "-" else query
     with _warehouse(store, data, config_file, read_only=True) as wh:
         _write(wh.sql(text), fmt, output)
+
+
+@query_app.command("list")
+def query_list(fmt: FormatOption = "table", output: OutputOption = None) -> None:
+    """List the named queries: name, parameters (with defaults) and what each answers."""
+    rows = [
+        {
+            "name": q.name,
+            "parameters": ", ".join(
+                p.name + (f"={p.default}" if p.default is not None else "") for p in q.parameters
+            ),
+            "answers": q.answers,
+        }
+        for q in named_queries()
+    ]
+    _write(pl.DataFrame(rows), fmt, output)
+
+
+@query_app.command("show")
+def query_show(
+    name: Annotated[str, typer.Argument(help="A named query, or a .sql file")],
+    grafana: Annotated[
+        bool,
+        typer.Option(
+            "--grafana",
+            help="For a Grafana panel: the dashboard's time range and variables in place of "
+            "the parameters",
+        ),
+    ] = False,
+) -> None:
+    """Print a named query's file: its header and its SQL, as clickhouse-client runs it."""
+    query = read_query(name)
+    typer.echo(for_grafana(query) if grafana else query.text, nl=False)
+
+
+@query_app.command("run")
+def query_run(
+    name: Annotated[str, typer.Argument(help="A named query (llmwh query list), or a .sql file")],
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", "-p", help="NAME=VALUE for a parameter of the query; repeat"),
+    ] = None,
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Run a named query read-only, its parameters checked and defaults filled in."""
+    given: dict[str, str] = {}
+    for item in param or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad --param {item!r}: expected NAME=VALUE")
+        given[key.strip()] = value
+    query = read_query(name)
+    bind(query, given)  # a bad name or value is an error before any store is opened
+    with _warehouse(store, data, config_file, read_only=True) as wh:
+        _write(wh.named_query(query.path, **given), fmt, output)
 
 
 @app.command("root-cause")

@@ -8,6 +8,7 @@ query (no INSERT, DDL, SET, COPY, ATTACH ...), and the database itself refuses w
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -45,6 +46,7 @@ _WRITES = (
 # Statements sqlglot keeps as opaque commands that read only; ClickHouse's readonly
 # setting stands behind them.
 _CLICKHOUSE_READS = ("SHOW", "DESCRIBE", "DESC", "EXPLAIN", "EXISTS")
+_LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:--[^\n]*(?:\n|\Z)|/\*.*?\*/))*", re.S)
 
 
 def check_read_only(sql: str) -> exp.Expression | None:
@@ -53,7 +55,8 @@ def check_read_only(sql: str) -> exp.Expression | None:
     Returns None for ClickHouse-only read statements sqlglot cannot model (``SHOW``,
     ``EXPLAIN`` ...), which only a ClickHouse store may run.
     """
-    first = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+    code = _LEADING_COMMENTS.sub("", sql)  # a named query's header, say
+    first = code.lstrip().split(None, 1)[0].upper() if code.strip() else ""
     if not first:
         raise QueryError("no SQL given")
     try:
