@@ -300,6 +300,20 @@ def query_run(
         _write(wh.named_query(query.path, **given), fmt, output)
 
 
+@app.command("alert-rules")
+def alert_rules(
+    output: OutputOption = None,
+) -> None:
+    """Print the Prometheus alerting rules on `llmwh export`'s figures (multi-window burn
+    rates, spent budget, failing exporter); integrations/prometheus/alerts.yml is this."""
+    from warehouse.exporters.alerts import render_rules
+
+    if output is None:
+        typer.echo(render_rules(), nl=False)
+    else:
+        output.write_text(render_rules())
+
+
 @app.command("root-cause")
 def root_cause(
     slo: Annotated[

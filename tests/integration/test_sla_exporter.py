@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from warehouse import Warehouse
-from warehouse.exporters.sla import SLAExporter
+from warehouse.exporters.alerts import render_rules
+from warehouse.exporters.sla import DEFAULT_WINDOWS, SLAExporter
 from warehouse.query.slo import load_slo, shipped_slos
 from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
@@ -150,6 +151,21 @@ def test_the_shipped_alerting_rules_pass_promtool():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 5 rules found" in result.stdout + result.stderr
+
+
+def test_the_shipped_alerting_rules_are_generated_and_read_what_the_exporter_serves(wh):
+    """integrations/prometheus/alerts.yml is `llmwh alert-rules`' output: every metric
+    name and window in it comes from the code the exporter runs, none typed by hand."""
+    rules = (ROOT / "integrations" / "prometheus" / "alerts.yml").read_text()
+    assert rules == render_rules(), "regenerate it: llmwh alert-rules > integrations/..."
+    exporter = exporter_for(wh, windows=DEFAULT_WINDOWS)
+    exporter.refresh()
+    families = scrape(exporter)
+    read = set(re.findall(r"\b(llmwh_\w+)\{?", rules))
+    assert read and read <= set(families), read - set(families)
+    windows = set(re.findall(r'window="(\w+)"', rules))
+    served = {s.labels["window"] for s in families["llmwh_slo_burn_rate"]}
+    assert windows == set(DEFAULT_WINDOWS) <= served
 
 
 @pytest.fixture

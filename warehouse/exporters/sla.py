@@ -32,6 +32,8 @@ from prometheus_client.registry import Collector
 
 from warehouse.api import Warehouse
 from warehouse.errors import InvalidArgument
+from warehouse.exporters.alerts import alert_windows
+from warehouse.exporters.metrics import BUDGET_REMAINING, BURN_RATE, EXPORTER_UP
 from warehouse.query import slo_apply
 from warehouse.query.builder import Question
 from warehouse.query.registry import dimension
@@ -45,8 +47,8 @@ __all__ = ["DEFAULT_WINDOWS", "SLAExporter"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d")
-"""Windows of the multi-window, multi-burn-rate alerts in integrations/prometheus/."""
+DEFAULT_WINDOWS = alert_windows()
+"""The windows the multi-window, multi-burn-rate alerts read (5m, 30m, 1h, 2h, 6h, 1d)."""
 
 _LABEL = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -125,7 +127,7 @@ class SLAExporter(Collector):
                 labels=[*names, "window"],
             ),
             "burn_rate": GaugeMetricFamily(
-                "llmwh_slo_burn_rate",
+                BURN_RATE,
                 "Error budget burn rate over the window: (1 - attainment) / (1 - target).",
                 labels=[*names, "window"],
             ),
@@ -166,7 +168,7 @@ class SLAExporter(Collector):
                     holds = met[objective][index]
                     gauges["met"].add_metric([*values, objective.text], 1.0 if holds else 0.0)
         remaining = GaugeMetricFamily(
-            "llmwh_slo_error_budget_remaining",
+            BUDGET_REMAINING,
             "Share of the error budget left over the SLO period (below 0 once spent).",
             labels=names,
         )
@@ -224,7 +226,7 @@ class SLAExporter(Collector):
         with self._lock:
             states = {name: _copy(state) for name, state in self._figures.items()}
         up = GaugeMetricFamily(
-            "llmwh_exporter_up",
+            EXPORTER_UP,
             "1 when the last computation of the SLO's figures succeeded (its figures are "
             "exported), else 0 (they are not).",
             labels=["slo"],
