@@ -6,18 +6,15 @@ ClickHouse in-process (chdb) and on DuckDB, each in a database of its own.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from stores import BACKENDS, fresh_store, store_url
 
-from warehouse.store import Store, open_store
+from warehouse.store import Store
 from warehouse.store.embedded import ServerInfo, start_server, stop_server
 from warehouse.store.migrations import Migrator
-
-BACKENDS = ("clickhouse", "chdb", "duckdb")
 
 
 @pytest.fixture(scope="session")
@@ -32,27 +29,6 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
 def chdb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """chdb holds one data directory per process: every in-process store shares it."""
     return tmp_path_factory.mktemp("chdb")
-
-
-def store_url(backend: str, server: ServerInfo, chdb_path: Path, tmp_path: Path) -> str:
-    database = f"test_{uuid.uuid4().hex[:12]}"
-    if backend == "clickhouse":
-        return server.store_url(database)
-    if backend == "chdb":
-        return f"chdb://{chdb_path}?database={database}"
-    return f"duckdb://{tmp_path / 'warehouse.duckdb'}?database={database}"
-
-
-@contextmanager
-def fresh_store(url: str) -> Iterator[Store]:
-    """A store at ``url``, its database dropped afterwards."""
-    opened = open_store(url)
-    try:
-        yield opened
-    finally:
-        if opened.capabilities.dialect == "clickhouse":
-            opened.command(f"DROP DATABASE IF EXISTS {opened.database} SYNC")
-        opened.close()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -15,8 +15,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
-from conftest import BACKENDS, fresh_store, store_url
 from grafana_macros import QueryContext, Variable, interpolate
+from stores import BACKENDS, fresh_store, store_url
 from typer.testing import CliRunner
 
 from warehouse.api import Warehouse
