@@ -74,18 +74,15 @@ def evaluate(
     # From a rollup on ClickHouse, the burn windows are spans of the period's question:
     # one read of the pieces and the raw ends for all of them.
     together = bool(sources) and bool(burns) and store.capabilities.dialect == "clickhouse"
+    period_question = Question(
+        measures=["count", "attainment", "goodput_rps", *objectives],
+        range=time_range,
+        checks=checks,
+        spans=list(burns.values()) if together else (),
+        **common,
+    )
     # The questions are independent: compiled first, then run together.
-    asked = {
-        "period": compiled(
-            Question(
-                measures=["count", "attainment", "goodput_rps", *objectives],
-                range=time_range,
-                checks=checks,
-                spans=list(burns.values()) if together else (),
-                **common,
-            )
-        )
-    }
+    asked = {"period": compiled(period_question)}
     if objectives:
         windows = Question(
             measures=["count", *objectives],
@@ -113,6 +110,9 @@ def evaluate(
             for k, label in enumerate(burns, start=1)
         }
         frame = frame.filter(pl.col("span") == 0).drop("span")
+        if not by and frame.height == 0:  # no request at all: the one row of nothing
+            alone = replace(period_question, spans=())
+            frame = pl.DataFrame(execute_all(store, [compiled(alone)])[0])
     for name, column in _ok_columns(slo).items():
         frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
     frame = _without_checks(frame, checks)

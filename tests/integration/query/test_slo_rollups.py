@@ -226,6 +226,15 @@ def test_root_cause_over_the_slos_dimensions_reads_its_rollup_and_agrees(loaded)
     assert fast.filter(pl.col("dimension") == "zone")["bad"].sum() > 0
 
 
+def test_a_range_without_requests_reports_one_row_of_nothing(loaded):
+    slo_apply.apply(loaded.store, [load_slo("chat-assistant")])
+    kw = {"since": START - timedelta(hours=5, seconds=30), "until": START - timedelta(hours=1)}
+    fast, raw = both(loaded, "chat-assistant", filters={}, **kw)
+    assert fast["count"].to_list() == raw["count"].to_list() == [0]
+    assert fast["attainment"].to_list() == raw["attainment"].to_list() == [None]
+    assert fast["burn_rate_1h"].to_list() == raw["burn_rate_1h"].to_list() == [None]
+
+
 @ON_CLICKHOUSE
 def test_spans_of_one_question_answer_as_separate_questions_do(loaded):
     """The burn windows of a report are spans of its period's question: one read, and
