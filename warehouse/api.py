@@ -16,7 +16,7 @@ from warehouse.query import registry, slo_apply
 from warehouse.query.ab import compare_groups
 from warehouse.query.builder import FilterValue, Question
 from warehouse.query.drift import detect_drift
-from warehouse.query.named import bind, read_query
+from warehouse.query.named import NamedQuery, bind, read_query
 from warehouse.query.readonly import run_read_only
 from warehouse.query.result import Result, normalize
 from warehouse.query.root_cause import DEFAULT_DIMENSIONS, root_cause
@@ -263,11 +263,11 @@ class Warehouse:
         """
         return normalize(run_read_only(self.store, query, parameters, tenant=self.tenant))
 
-    def named_query(self, name: str | Path, **parameters: str) -> pl.DataFrame:
-        """Run a named query of `sql/` (or a query file), read-only: ``parameters`` as
-        text (``since="7d"``, ``limit="5"``), checked against its header, defaults filled
-        in; see docs/named-queries.md."""
-        query = read_query(name)
+    def named_query(self, name: str | Path | NamedQuery, **parameters: str) -> pl.DataFrame:
+        """Run a named query of `sql/` (or a query file, or one read already), read-only:
+        ``parameters`` as text (``since="7d"``, ``limit="5"``), checked against its
+        header, defaults filled in; see docs/named-queries.md."""
+        query = name if isinstance(name, NamedQuery) else read_query(name)
         values = bind(query, parameters, self.store.capabilities.dialect)
         return self.sql(query.text, values)
 

@@ -297,7 +297,7 @@ def query_run(
     query = read_query(name)
     bind(query, given)  # a bad name or value is an error before any store is opened
     with _warehouse(store, data, config_file, read_only=True) as wh:
-        _write(wh.named_query(query.path, **given), fmt, output)
+        _write(wh.named_query(query, **given), fmt, output)
 
 
 @app.command("alert-rules")

@@ -28,6 +28,7 @@ from typing import Any
 from warehouse.errors import QueryError
 from warehouse.query.readonly import check_read_only
 from warehouse.query.timerange import parse_instant
+from warehouse.resources import shipped_dir
 
 __all__ = [
     "NamedQuery",
@@ -79,11 +80,10 @@ class NamedQuery:
 
 def queries_dir() -> Path:
     """The ``sql/`` folder: packaged inside the wheel, or in the source tree."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "_data" / "sql", package.parent / "sql"):
-        if candidate.is_dir():
-            return candidate
-    raise QueryError("the sql/ folder of named queries is missing from this installation")
+    found = shipped_dir("sql")
+    if found is None:
+        raise QueryError("the sql/ folder of named queries is missing from this installation")
+    return found
 
 
 def named_queries(folder: Path | None = None) -> list[NamedQuery]:

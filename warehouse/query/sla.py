@@ -18,7 +18,7 @@ For each group of the ``by`` dimensions, over ``[since, until)``:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 
 import polars as pl
@@ -34,7 +34,7 @@ from warehouse.query.builder import (
 )
 from warehouse.query.registry import measure
 from warehouse.query.result import Result
-from warehouse.query.run import execute_all
+from warehouse.query.run import execute, execute_all
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.query.slo_rollup import percentile_holds
 from warehouse.query.timerange import TimeRange
@@ -64,7 +64,7 @@ def evaluate(
     common = {"by": by, "filters": scope, "thresholds": slo.thresholds, "exact": exact}
     objectives = list(slo.measures)
 
-    def compiled(question: Question, decided: set[str] = frozenset()) -> Compiled:
+    def compiled(question: Question, decided: Set[str] = frozenset()) -> Compiled:
         return _compiled(store, question, sources, decided)
 
     burns = {
@@ -112,7 +112,7 @@ def evaluate(
         frame = frame.filter(pl.col("span") == 0).drop("span")
         if not by and frame.height == 0:  # no request at all: the one row of nothing
             alone = replace(period_question, spans=())
-            frame = pl.DataFrame(execute_all(store, [compiled(alone)])[0])
+            frame = pl.DataFrame(execute(store, compiled(alone)))
     for name, column in _ok_columns(slo).items():
         frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
     frame = _without_checks(frame, checks)
@@ -168,7 +168,7 @@ def _decided(slo: SLO, checks: Sequence[tuple[str, float]]) -> set[str]:
 
 
 def _compiled(
-    store: Store, question: Question, sources: Sequence[RollupSource], decided: set[str]
+    store: Store, question: Question, sources: Sequence[RollupSource], decided: Set[str]
 ) -> Compiled:
     """``question`` compiled; from a rollup, without the percentile values that only
     decide objectives (their position counts decide them, and cost no histogram)."""

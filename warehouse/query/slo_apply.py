@@ -94,14 +94,16 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
             continue
         name = table["table"]
         meta = _comment(table["comment"])
-        newest = _newest(store, f"{quote_identifier(store.database)}.{quote_identifier(name)}")
+        newest, count = _newest(
+            store, f"{quote_identifier(store.database)}.{quote_identifier(name)}"
+        )
         rows.append(
             {
                 "slo": meta.get("slo", "?"),
                 "version": name.rsplit("_", 1)[-1],
                 "table": name,
                 "state": _state(table, names),
-                "rows": sum(int(t["rows"]) for t in every if t["table"] == name),
+                "rows": count,  # of the minute table, over every shard of a cluster
                 "bytes": sum(int(t["bytes"]) for t in every if _part_of(t, name)),
                 "newest_minute": newest,
                 "lag_seconds": _lag(store, newest, meta.get("scope", {})),
@@ -112,12 +114,13 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
 
 def _newest(
     store: Store, table: str, where: str = "", parameters: dict | None = None
-) -> datetime | None:
+) -> tuple[datetime | None, int]:
+    """The newest ``ts`` of the rows ``where`` picks (None for none), and how many."""
     found = store.query_arrow(
         f"SELECT max(ts) AS newest, count() AS n FROM {table} {where}", parameters
     ).to_pylist()[0]
     # Of no rows, ClickHouse's max(ts) is the epoch: the count tells them apart.
-    return found["newest"] if found["n"] else None
+    return (found["newest"] if found["n"] else None), int(found["n"])
 
 
 def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
@@ -131,7 +134,7 @@ def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
     terms = ["ts >= fromUnixTimestamp64Milli({after:Int64}, 'UTC')", "NOT is_probe"]
     where = f"WHERE {' AND '.join([*terms, *scope_terms(scope)])}"
     table = f"{quote_identifier(store.database)}.requests"
-    later = _newest(store, table, where, {"after": int(after.timestamp() * 1000)})
+    later, _ = _newest(store, table, where, {"after": int(after.timestamp() * 1000)})
     if later is None or later < after:
         return 0.0
     return (later.replace(second=0, microsecond=0) - newest).total_seconds()
@@ -199,15 +202,12 @@ def _state(table: dict, names: set[str]) -> str:
 def _tables(store: Store, fold: bool = True) -> list[dict]:
     """The SLO rollups' tables and views on the store, with their comment and size; with
     ``fold``, a cluster's local table lends its comment and size to its Distributed one.
-    On DuckDB, its views (their rows counted, as a view holds no bytes)."""
+    On DuckDB, its views, which hold no bytes."""
     if _is_duckdb(store):
-        return [
-            {**view, "engine": "View", "rows": _count(store, view["table"]), "bytes": 0}
-            for view in _views(store)
-        ]
+        return [{**view, "engine": "View", "bytes": 0} for view in _views(store)]
     tables = store.query_arrow(
-        "SELECT name AS table, comment, engine, coalesce(total_rows, 0) AS rows, "
-        "coalesce(total_bytes, 0) AS bytes FROM system.tables "
+        "SELECT name AS table, comment, engine, coalesce(total_bytes, 0) AS bytes "
+        "FROM system.tables "
         "WHERE database = {db:String} AND name LIKE 'slo\\_%' ORDER BY name",
         {"db": store.database},
     ).to_pylist()
@@ -221,7 +221,7 @@ def _folded(tables: list[dict]) -> list[dict]:
         if t["table"].endswith(LOCAL_SUFFIX)
     }
     return [
-        {**t, **{k: local[t["table"]][k] for k in ("comment", "rows", "bytes")}}
+        {**t, **{k: local[t["table"]][k] for k in ("comment", "bytes")}}
         if t["table"] in local
         else t
         for t in tables
@@ -257,11 +257,6 @@ def _views(store: Store) -> list[dict]:
 
 def _is_duckdb(store: Store) -> bool:
     return store.capabilities.dialect == "duckdb"
-
-
-def _count(store: Store, table: str) -> int:
-    name = f"{quote_identifier(store.database)}.{quote_identifier(table)}"
-    return int(store.query_arrow(f"SELECT count(*) AS n FROM {name}").column("n")[0].as_py())
 
 
 def _exists(store: Store, name: str) -> bool:

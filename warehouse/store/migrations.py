@@ -21,6 +21,7 @@ import pyarrow as pa
 from warehouse.config import Config
 from warehouse.errors import ChecksumMismatch, MigrationError, StoreError
 from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS, ROLLUP_LATENCIES
+from warehouse.resources import shipped_dir
 from warehouse.store.base import Store
 from warehouse.store.rollup_columns import BUILT_IN, DECODING, clickhouse_bucket, rollup_columns
 
@@ -162,11 +163,10 @@ class MigrationState:
 
 def migrations_dir() -> Path:
     """The ``migrations/`` folder: packaged inside the wheel, or in the source tree."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "_data" / "migrations", package.parent / "migrations"):
-        if candidate.is_dir():
-            return candidate
-    raise MigrationError("the migrations folder is missing from this installation")
+    found = shipped_dir("migrations")
+    if found is None:
+        raise MigrationError("the migrations folder is missing from this installation")
+    return found
 
 
 def discover(dialect: str, root: Path | None = None) -> list[Migration]:
