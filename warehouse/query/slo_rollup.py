@@ -21,6 +21,7 @@ from datetime import timedelta
 
 import numpy as np
 import polars as pl
+from sqlglot import exp
 
 from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
 from warehouse.query import dialects
@@ -233,7 +234,7 @@ class SloRollup:
         comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
         return [
             f"CREATE OR REPLACE VIEW {name} AS\n{dialects.transpile(rows, 'duckdb')}",
-            f"COMMENT ON VIEW {name} IS '{comment.replace(chr(39), chr(39) * 2)}'",
+            f"COMMENT ON VIEW {name} IS {dialects.render(exp.Literal.string(comment), 'duckdb')}",
         ]
 
     def source(self, dialect: str = "clickhouse") -> RollupSource:
