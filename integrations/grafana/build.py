@@ -31,13 +31,20 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT.parents[1]) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT.parents[1]))
 
+from sqlglot import exp  # noqa: E402
+
 from warehouse.model import (  # noqa: E402
     BUCKET_GROWTH,
     BUCKET_MIN_MS,
     DIMENSIONS,
     SLA_ROLLUP_DIMENSIONS,
 )
-from warehouse.query.registry import histogram_quantile_sql  # noqa: E402
+from warehouse.query import grafana  # noqa: E402
+from warehouse.query.grafana import SQL, PanelQuestion  # noqa: E402
+from warehouse.query.sla import budget_remaining, burn_rate  # noqa: E402
+from warehouse.query.slo import DEFAULT_BURN_WINDOWS  # noqa: E402
+from warehouse.query.stats import critical_value, newcombe_bounds, wilson_bounds  # noqa: E402
+from warehouse.query.timerange import parse_duration  # noqa: E402
 
 DASHBOARD_DIR = ROOT / "dashboards"
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "llmwh-clickhouse"}
@@ -56,13 +63,6 @@ VARIABLE_SOURCE = {d: "requests_1h" for d in ROLLUP_DIMS}
 # Heatmap bands: upper bounds in ms (the last band is open).
 TTFT_BANDS_MS = (25, 50, 100, 200, 400, 800, 1600, 3200, 6400)
 TPOT_BANDS_MS = (5, 10, 20, 40, 80, 160)
-
-GOOD = (
-    "status = 'ok' AND ifNull(ttft_ms, inf) <= $ttft_ms "
-    "AND (tpot_ms IS NULL OR tpot_ms <= $tpot_ms)"
-)
-"""A good request: ok and within every per-request threshold (TPOT missing meets it)."""
-
 
 # -- building blocks -------------------------------------------------------------------
 
@@ -113,15 +113,14 @@ SLO_VARIABLES = [
     custom_variable("ttft_ms", "TTFT threshold (ms)", ["100", "200", "300", "500", "1000"], "300"),
     custom_variable("tpot_ms", "TPOT threshold (ms)", ["20", "30", "50", "80", "120"], "50"),
 ]
-QUANTILE_VARIABLE = custom_variable(
-    "quantile", "percentile", ["0.5", "0.75", "0.9", "0.95", "0.99", "0.999"], "0.95"
-)
+_QUESTIONS: dict[str, PanelQuestion] = {}
+"""The SQL of every panel rendered from a question -> that question: see questions()."""
 
 
 def panel(
     kind: str,
     title: str,
-    sql: str,
+    query: PanelQuestion | str,
     grid: tuple[int, int, int, int],
     *,
     unit: str | None = None,
@@ -129,7 +128,21 @@ def panel(
     interval: str | None = None,
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One panel; ``grid`` is (x, y, w, h). Time series and heatmaps use format 0."""
+    """One panel; ``grid`` is (x, y, w, h). Time series and heatmaps use format 0.
+
+    A question is rendered by the query builder's Grafana target, which picks the source
+    (its plan ends the description); a time series read from a rollup gets the rollup's
+    grain as its minimum interval."""
+    if isinstance(query, PanelQuestion):
+        rendered = grafana.render(query)
+        sql = rendered.sql
+        _QUESTIONS[sql] = query
+        if rendered.plan.rollup and query.timeseries:
+            interval = "1m"
+        source = "rollups and raw ragged ends" if rendered.plan.rollup else "raw rows"
+        description = f"{description} From {source}.".strip()
+    else:
+        sql = query
     x, y, w, h = grid
     defaults: dict[str, Any] = {}
     if unit:
@@ -228,86 +241,96 @@ ORDER BY time
 # -- dashboards -------------------------------------------------------------------------
 
 
-def sla_overview() -> dict[str, Any]:
-    where = filters(SLA_DIMS)
-    raw = f"FROM requests\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}"
-    att = f"countIf({GOOD}) / nullIf(count(), 0)"
+GOOD = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms"}
+"""A good request: ok and within the dashboard's TTFT and TPOT thresholds."""
 
-    def burn(window: str) -> str:
-        inside = f"ts > $__toTime - INTERVAL {window}"
-        return (
-            f"(1 - countIf({GOOD} AND {inside}) / nullIf(countIf({inside}), 0))"
-            f" / (1 - $slo_target) AS burn_rate_{window.split()[0]}{window.split()[1][0].lower()}"
+
+def burn(col: Any, var: Any) -> Any:
+    return burn_rate(col("attainment"), 1 - var("slo_target"))
+
+
+def sla_overview() -> dict[str, Any]:
+    good = {"filters": SLA_DIMS, "thresholds": GOOD}
+
+    def burn_panel(label: str, x: int, w: int) -> dict[str, Any]:
+        return panel(
+            "stat",
+            f"Burn rate {label}",
+            PanelQuestion(
+                ["attainment"],
+                **good,
+                window=parse_duration(label),
+                derived={f"burn_rate_{label}": burn},
+            ),
+            (x, 0, w, 5),
+            description=f"(1 - attainment over the last {label} of the range) / (1 - target): "
+            "1 spends the budget exactly over the SLO period.",
         )
 
     panels = [
         panel(
             "stat",
             "Attainment",
-            f"SELECT {att} AS attainment\n{raw}",
+            PanelQuestion(["attainment"], **good),
             (0, 0, 4, 5),
             unit="percentunit",
             description="Share of valid requests (probes left out) that are ok within the TTFT "
-            "and TPOT thresholds, from raw rows.",
+            "and TPOT thresholds.",
         ),
         panel(
             "stat",
             "Error budget remaining",
-            f"SELECT 1 - (1 - {att}) / (1 - $slo_target) AS budget_remaining\n{raw}",
+            PanelQuestion(
+                ["attainment"],
+                **good,
+                derived={
+                    "budget_remaining": lambda col, var: budget_remaining(
+                        col("attainment"), 1 - var("slo_target")
+                    )
+                },
+            ),
             (4, 0, 4, 5),
             unit="percentunit",
             description="1 - (1 - attainment) / (1 - target) over the range; negative once spent.",
         ),
-        panel(
-            "stat",
-            "Burn rates",
-            "SELECT\n  "
-            + ",\n  ".join(burn(w) for w in ("5 MINUTE", "1 HOUR", "6 HOUR"))
-            + "\nFROM requests\nWHERE ts > $__toTime - INTERVAL 6 HOUR AND ts <= $__toTime"
-            + f" AND NOT is_probe\n  AND {where}",
-            (8, 0, 8, 5),
-            description="(1 - attainment over the last window) / (1 - target), windows ending "
-            "at the end of the range: 1 spends the budget exactly over the SLO period.",
-        ),
+        *(burn_panel(label, 8 + 3 * i, 3) for i, label in enumerate(DEFAULT_BURN_WINDOWS)),
         panel(
             "stat",
             "Requests, error and rejection rate",
-            "SELECT sum(requests) AS count,\n"
-            "  sum(errors) / nullIf(sum(requests), 0) AS error_rate,\n"
-            "  sum(rejections) / nullIf(sum(requests), 0) AS rejection_rate\n"
-            f"FROM requests_sla_1h\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}",
-            (16, 0, 8, 5),
-            description="From the hourly SLA rollup: hours starting inside the range.",
+            PanelQuestion(["count", "error_rate", "rejection_rate"], filters=SLA_DIMS),
+            (17, 0, 7, 5),
         ),
         panel(
             "timeseries",
             "Attainment over time",
-            f"SELECT $__timeInterval(ts) AS time, {att} AS attainment\n{raw}\n"
-            "GROUP BY time\nORDER BY time",
+            PanelQuestion(["attainment"], **good, timeseries=True),
             (0, 5, 12, 8),
             unit="percentunit",
         ),
         panel(
             "timeseries",
             "Burn rate per interval",
-            f"SELECT $__timeInterval(ts) AS time,\n  (1 - {att}) / (1 - $slo_target) AS burn_rate\n"
-            f"{raw}\nGROUP BY time\nORDER BY time",
+            PanelQuestion(["attainment"], **good, timeseries=True, derived={"burn_rate": burn}),
             (12, 5, 12, 8),
         ),
         panel(
             "table",
             "SLA by model and region",
-            "SELECT model, region, sum(requests) AS count,\n"
-            "  sum(errors) / nullIf(sum(requests), 0) AS error_rate,\n"
-            "  sum(rejections) / nullIf(sum(requests), 0) AS rejection_rate,\n"
-            f"  {histogram_quantile_sql('ttft_ms', '0.95')} AS p95_ttft_ms,\n"
-            f"  {histogram_quantile_sql('tpot_ms', '0.95')} AS p95_tpot_ms,\n"
-            f"  {histogram_quantile_sql('e2e_ms', '0.95')} AS p95_e2e_ms,\n"
-            "  sum(cached_prompt_tokens_sum) / nullIf(sum(prompt_tokens_sum), 0) AS kv_hit_ratio\n"
-            f"FROM requests_sla_1h\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}\n"
-            "GROUP BY model, region\nORDER BY count DESC",
+            PanelQuestion(
+                [
+                    "count",
+                    "error_rate",
+                    "rejection_rate",
+                    "p95_ttft_ms",
+                    "p95_tpot_ms",
+                    "p95_e2e_ms",
+                    "kv_hit_ratio",
+                ],
+                by=("model", "region"),
+                filters=SLA_DIMS,
+                order_by="-count",
+            ),
             (0, 13, 24, 9),
-            description="Hourly SLA rollup; percentiles from its 2%-wide latency buckets.",
         ),
     ]
     return dashboard(
@@ -327,22 +350,17 @@ def latency() -> dict[str, Any]:
         return panel(
             "timeseries",
             title,
-            f"SELECT $__timeInterval(ts) AS time, model, region,\n"
-            f"  {histogram_quantile_sql(column, '$quantile')} AS {column}\n"
-            f"FROM requests_1m\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}\n"
-            "GROUP BY time, model, region\nORDER BY time",
+            PanelQuestion([f"p95_{column}"], by=("model", "region"), filters=dims, timeseries=True),
             grid,
             unit="ms",
-            interval="1m",
-            description="Per model and region, from the minute rollup's 2%-wide latency buckets.",
         )
 
     heat = {"calculate": False, "rowsFrame": {"layout": "le"}, "yAxis": {"unit": "ms"}}
     panels = [
-        percentile("ttft_ms", "TTFT p$quantile by model and region", (0, 0, 12, 8)),
-        percentile("tpot_ms", "TPOT p$quantile by model and region", (12, 0, 12, 8)),
-        percentile("e2e_ms", "E2E p$quantile by model and region", (0, 8, 12, 8)),
-        percentile("queue_ms", "Queue p$quantile by model and region", (12, 8, 12, 8)),
+        percentile("ttft_ms", "TTFT p95 by model and region", (0, 0, 12, 8)),
+        percentile("tpot_ms", "TPOT p95 by model and region", (12, 0, 12, 8)),
+        percentile("e2e_ms", "E2E p95 by model and region", (0, 8, 12, 8)),
+        percentile("queue_ms", "Queue p95 by model and region", (12, 8, 12, 8)),
         panel(
             "heatmap",
             "TTFT heatmap",
@@ -366,117 +384,87 @@ def latency() -> dict[str, Any]:
         "llmwh-latency",
         "LLM latency",
         "Latency percentiles over time per model and region, TTFT and TPOT heatmaps.",
-        [*(dim_variable(d) for d in dims), QUANTILE_VARIABLE],
+        [dim_variable(d) for d in dims],
         panels,
     )
 
 
 def drilldown() -> dict[str, Any]:
-    where = filters(RAW_DIMS)
-    raw = f"FROM requests\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}"
     group_by = custom_variable("group_by", "split by", list(RAW_DIMS), "model")
 
-    def series(title: str, measure: str, unit: str | None) -> tuple[str, str, str | None]:
-        sql = (
-            f"SELECT $__timeInterval(ts) AS time, $group_by,\n  {measure}\n{raw}\n"
-            "GROUP BY time, $group_by\nORDER BY time"
+    def split(title: str, measure: str, unit: str | None, number: int) -> dict[str, Any]:
+        return panel(
+            "timeseries",
+            f"{title} by $group_by",
+            PanelQuestion([measure], filters=RAW_DIMS, by_variable="group_by", timeseries=True),
+            ((number % 2) * 12, (number // 2) * 8, 12, 8),
+            unit=unit,
         )
-        return title, sql, unit
 
-    charts = [
-        series("Requests/s by $group_by", "count() / $__interval_s AS rps", "reqps"),
-        series(
-            "Error rate by $group_by",
-            "countIf(status = 'error') / count() AS error_rate",
-            "percentunit",
-        ),
-        series(
-            "TTFT p$quantile by $group_by",
-            "quantileExactInclusive($quantile)(ttft_ms) AS ttft_ms",
-            "ms",
-        ),
-        series(
-            "TPOT p$quantile by $group_by",
-            "quantileExactInclusive($quantile)(tpot_ms) AS tpot_ms",
-            "ms",
-        ),
-    ]
     panels = [
-        panel("timeseries", title, sql, ((i % 2) * 12, (i // 2) * 8, 12, 8), unit=unit)
-        for i, (title, sql, unit) in enumerate(charts)
-    ]
-    panels.append(
+        split("Requests/s", "rps", "reqps", 0),
+        split("Error rate", "error_rate", "percentunit", 1),
+        split("TTFT p95", "p95_ttft_ms", "ms", 2),
+        split("TPOT p95", "p95_tpot_ms", "ms", 3),
         panel(
             "table",
             "Breakdown by $group_by",
-            "SELECT $group_by, count() AS count,\n"
-            "  count() / dateDiff('second', $__fromTime, $__toTime) AS rps,\n"
-            "  countIf(status = 'error') / count() AS error_rate,\n"
-            "  countIf(status = 'rejected') / count() AS rejection_rate,\n"
-            "  quantileExactInclusive(0.5)(ttft_ms) AS p50_ttft_ms,\n"
-            "  quantileExactInclusive(0.95)(ttft_ms) AS p95_ttft_ms,\n"
-            "  quantileExactInclusive(0.99)(ttft_ms) AS p99_ttft_ms,\n"
-            "  quantileExactInclusive(0.95)(tpot_ms) AS p95_tpot_ms,\n"
-            "  quantileExactInclusive(0.95)(e2e_ms) AS p95_e2e_ms,\n"
-            "  sum(cached_prompt_tokens) / nullIf(sum(prompt_tokens), 0) AS kv_hit_ratio,\n"
-            "  1000 * sumIf(output_tokens - 1, output_tokens > 1 AND e2e_ms > ttft_ms)\n"
-            "    / nullIf(sumIf(e2e_ms - ttft_ms, output_tokens > 1 AND e2e_ms > ttft_ms), 0)"
-            " AS decode_tps\n"
-            f"{raw}\nGROUP BY $group_by\nORDER BY count DESC",
+            PanelQuestion(
+                [
+                    "count",
+                    "rps",
+                    "error_rate",
+                    "rejection_rate",
+                    "p50_ttft_ms",
+                    "p95_ttft_ms",
+                    "p99_ttft_ms",
+                    "p95_tpot_ms",
+                    "p95_e2e_ms",
+                    "kv_hit_ratio",
+                    "decode_tps",
+                ],
+                filters=RAW_DIMS,
+                by_variable="group_by",
+                order_by="-count",
+            ),
             (0, 16, 24, 10),
-            description="Exact figures from raw rows (percentiles: quantileExactInclusive).",
-        )
-    )
+            description="Exact figures from raw rows.",
+        ),
+    ]
     return dashboard(
         "llmwh-drilldown",
         "LLM drill-down",
         "Every request dimension as a filter; split any chart by one of them.",
-        [*(dim_variable(d) for d in RAW_DIMS), group_by, QUANTILE_VARIABLE],
+        [*(dim_variable(d) for d in RAW_DIMS), group_by],
         panels,
     )
 
 
 def errors() -> dict[str, Any]:
     dims = ("tenant", "service", "model", "region")
-    where = filters(dims)
-    class_filter = "$__conditionalAll(error_class IN (${error_class}), $error_class)"
+    errors_only = {"fixed": {"status": ["error"]}, "filters": (*dims, "error_class")}
     panels = [
         panel(
             "timeseries",
             "Errors by class",
-            "SELECT $__timeInterval(ts) AS time, error_class, sum(n) AS errors\n"
-            "FROM requests_1m\n"
-            "ARRAY JOIN mapKeys(errors_by_class) AS error_class, mapValues(errors_by_class) AS n\n"
-            f"WHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}\n  AND {class_filter}\n"
-            "GROUP BY time, error_class\nORDER BY time",
+            PanelQuestion(["error_count"], by=("error_class",), timeseries=True, **errors_only),
             (0, 0, 12, 8),
-            interval="1m",
-            description="The LLM error taxonomy (error_class), from the minute rollup.",
+            description="The LLM error taxonomy (error_class).",
         ),
         panel(
             "timeseries",
             "Error and rejection rate",
-            "SELECT $__timeInterval(ts) AS time,\n"
-            "  sum(errors) / nullIf(sum(requests), 0) AS error_rate,\n"
-            "  sum(rejections) / nullIf(sum(requests), 0) AS rejection_rate\n"
-            f"FROM requests_1m\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}\n"
-            "GROUP BY time\nORDER BY time",
+            PanelQuestion(["error_rate", "rejection_rate"], filters=dims, timeseries=True),
             (12, 0, 12, 8),
             unit="percentunit",
-            interval="1m",
         ),
         panel(
             "table",
             "Errors by class and model",
-            "SELECT error_class, model, count() AS errors,\n"
-            "  count() / sum(count()) OVER () AS share,\n"
-            "  arrayStringConcat(arrayMap(x -> toString(x), topK(3)(http_status)), ', ')"
-            " AS http_statuses\n"
-            f"FROM requests\nWHERE $__timeFilter(ts) AND NOT is_probe AND status = 'error'\n"
-            f"  AND {where}\n  AND {class_filter}\n"
-            "GROUP BY error_class, model\nORDER BY errors DESC",
+            PanelQuestion(
+                ["error_count"], by=("error_class", "model"), order_by="-error_count", **errors_only
+            ),
             (0, 8, 24, 9),
-            description="From raw rows: share of all errors, most frequent HTTP statuses.",
         ),
     ]
     return dashboard(
@@ -490,57 +478,54 @@ def errors() -> dict[str, Any]:
 
 def kv_cache() -> dict[str, Any]:
     dims = ("tenant", "service", "model", "region")
-    where = filters(dims)
-    rollup = f"FROM requests_1m\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}"
-    ratio = "sum(cached_prompt_tokens_sum) / nullIf(sum(prompt_tokens_sum), 0)"
+    tokens = ("prompt_tokens", "cached_prompt_tokens", "output_tokens")
+
+    def per_second(column: str) -> Any:
+        return lambda col, var: col(f"sum_{column}") / var("__interval_s")
+
     panels = [
         panel(
             "stat",
             "KV-cache hit ratio",
-            f"SELECT {ratio} AS kv_hit_ratio\n{rollup}",
+            PanelQuestion(["kv_hit_ratio"], filters=dims),
             (0, 0, 6, 8),
             unit="percentunit",
-            interval="1m",
             description="sum(cached_prompt_tokens) / sum(prompt_tokens): a ratio of sums.",
         ),
         panel(
             "timeseries",
             "KV-cache hit ratio by model",
-            f"SELECT $__timeInterval(ts) AS time, model, {ratio} AS kv_hit_ratio\n{rollup}\n"
-            "GROUP BY time, model\nORDER BY time",
+            PanelQuestion(["kv_hit_ratio"], by=("model",), filters=dims, timeseries=True),
             (6, 0, 18, 8),
             unit="percentunit",
-            interval="1m",
         ),
         panel(
             "timeseries",
             "Decode throughput by model",
-            "SELECT $__timeInterval(ts) AS time, model,\n"
-            "  1000 * sum(decode_tokens_sum) / nullIf(sum(decode_ms_sum), 0) AS decode_tps\n"
-            f"{rollup}\nGROUP BY time, model\nORDER BY time",
+            PanelQuestion(["decode_tps"], by=("model",), filters=dims, timeseries=True),
             (0, 8, 12, 8),
             description="Output tokens per second of decoding, per request, as a ratio of sums.",
-            interval="1m",
         ),
         panel(
             "timeseries",
             "Token rates",
-            "SELECT $__timeInterval(ts) AS time,\n"
-            "  sum(prompt_tokens_sum) / $__interval_s AS prompt_tokens_per_s,\n"
-            "  sum(cached_prompt_tokens_sum) / $__interval_s AS cached_prompt_tokens_per_s,\n"
-            "  sum(output_tokens_sum) / $__interval_s AS output_tokens_per_s\n"
-            f"{rollup}\nGROUP BY time\nORDER BY time",
+            PanelQuestion(
+                [f"sum_{c}" for c in tokens],
+                filters=dims,
+                timeseries=True,
+                derived={f"{c}_per_s": per_second(c) for c in tokens},
+            ),
             (12, 8, 12, 8),
-            interval="1m",
         ),
         panel(
             "table",
             "KV-cache hit ratio by tenant and model",
-            f"SELECT tenant, model, sum(requests) AS count, {ratio} AS kv_hit_ratio,\n"
-            "  sum(prompt_tokens_sum) AS sum_prompt_tokens,\n"
-            "  sum(cached_prompt_tokens_sum) AS sum_cached_prompt_tokens\n"
-            f"FROM requests_1h\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}\n"
-            "GROUP BY tenant, model\nORDER BY count DESC",
+            PanelQuestion(
+                ["count", "kv_hit_ratio", "sum_prompt_tokens", "sum_cached_prompt_tokens"],
+                by=("tenant", "model"),
+                filters=dims,
+                order_by="-count",
+            ),
             (0, 16, 24, 9),
         ),
     ]
@@ -553,10 +538,55 @@ def kv_cache() -> dict[str, Any]:
     )
 
 
+AB_LEVEL = 0.95
+"""Confidence level of the A/B dashboard's interval (``llmwh ab --level`` defaults to it)."""
+
+
+def ab_difference_sql(dims: tuple[str, ...], level: float) -> str:
+    """Each arm against ``$control``: attainments, difference and Newcombe's interval, by
+    the formulas of warehouse.query.stats rendered in SQL (one read: the control arm's
+    figures reach the other rows by a window)."""
+    arms = grafana.render(
+        PanelQuestion(["count", "good_count"], by=("ab_group",), filters=dims, thresholds=GOOD)
+    ).sql
+    col = exp.column
+    low, high = wilson_bounds(col("attainment"), col("n"), critical_value(level), SQL)
+    ci_low, ci_high = newcombe_bounds(
+        col("control_attainment"),
+        (col("control_low"), col("control_high")),
+        col("attainment"),
+        (col("low"), col("high")),
+        SQL,
+    )
+    control = "ab_group = '${control}'"
+    return f"""SELECT ab_group, count, attainment, control_attainment,
+  attainment - control_attainment AS difference,
+  {ci_low.sql("clickhouse")} AS ci_low,
+  {ci_high.sql("clickhouse")} AS ci_high
+FROM (
+  SELECT *,
+    anyIf(attainment, {control}) OVER () AS control_attainment,
+    anyIf(low, {control}) OVER () AS control_low,
+    anyIf(high, {control}) OVER () AS control_high,
+    countIf({control}) OVER () AS has_control
+  FROM (
+    SELECT ab_group, count, attainment,
+      {low.sql("clickhouse")} AS low,
+      {high.sql("clickhouse")} AS high
+    FROM (
+      SELECT ab_group, count, toFloat64(count) AS n, good_count / n AS attainment
+      FROM (
+{arms}
+      )
+    )
+  )
+)
+WHERE NOT {control} AND has_control > 0
+ORDER BY ab_group"""
+
+
 def ab_comparison() -> dict[str, Any]:
     dims = ("tenant", "service", "model", "region")
-    where = filters(dims)
-    raw = f"FROM requests\nWHERE $__timeFilter(ts) AND NOT is_probe\n  AND {where}"
     control = dim_variable("ab_group")
     control.update(
         name="control",
@@ -569,57 +599,52 @@ def ab_comparison() -> dict[str, Any]:
         panel(
             "timeseries",
             "Attainment by arm",
-            f"SELECT $__timeInterval(ts) AS time, ab_group,\n"
-            f"  countIf({GOOD}) / count() AS attainment\n{raw}\n"
-            "GROUP BY time, ab_group\nORDER BY time",
+            PanelQuestion(
+                ["attainment"], by=("ab_group",), filters=dims, thresholds=GOOD, timeseries=True
+            ),
             (0, 0, 12, 8),
             unit="percentunit",
         ),
         panel(
             "timeseries",
-            "TTFT p$quantile by arm",
-            "SELECT $__timeInterval(ts) AS time, ab_group,\n"
-            "  quantileExactInclusive($quantile)(ttft_ms) AS ttft_ms\n"
-            f"{raw}\n"
-            "GROUP BY time, ab_group\nORDER BY time",
+            "TTFT p95 by arm",
+            PanelQuestion(["p95_ttft_ms"], by=("ab_group",), filters=dims, timeseries=True),
             (12, 0, 12, 8),
             unit="ms",
-            interval="1m",
         ),
         panel(
             "table",
             "Arms",
-            f"SELECT ab_group, count() AS count,\n  countIf({GOOD}) / count() AS attainment,\n"
-            "  countIf(status = 'error') / count() AS error_rate,\n"
-            "  quantileExactInclusive(0.5)(ttft_ms) AS p50_ttft_ms,\n"
-            "  quantileExactInclusive(0.95)(ttft_ms) AS p95_ttft_ms,\n"
-            "  quantileExactInclusive(0.95)(tpot_ms) AS p95_tpot_ms,\n"
-            "  sum(cached_prompt_tokens) / nullIf(sum(prompt_tokens), 0) AS kv_hit_ratio\n"
-            f"{raw}\nGROUP BY ab_group\nORDER BY ab_group",
+            PanelQuestion(
+                [
+                    "count",
+                    "attainment",
+                    "error_rate",
+                    "p50_ttft_ms",
+                    "p95_ttft_ms",
+                    "p95_tpot_ms",
+                    "kv_hit_ratio",
+                ],
+                by=("ab_group",),
+                filters=dims,
+                thresholds=GOOD,
+            ),
             (0, 8, 24, 7),
         ),
         panel(
             "table",
             "Attainment difference against the control arm",
-            "WITH arms AS (\n"
-            f"  SELECT ab_group, count() AS n, countIf({GOOD}) / count() AS p\n"
-            f"  {raw}\n  GROUP BY ab_group\n)\n"
-            "SELECT b.ab_group AS ab_group, b.n AS count, b.p AS attainment,\n"
-            "  a.p AS control_attainment, b.p - a.p AS difference,\n"
-            "  b.p - a.p - 1.96 * sqrt(b.p * (1 - b.p) / b.n + a.p * (1 - a.p) / a.n) AS ci_low,\n"
-            "  b.p - a.p + 1.96 * sqrt(b.p * (1 - b.p) / b.n + a.p * (1 - a.p) / a.n) AS ci_high\n"
-            "FROM arms AS b CROSS JOIN (SELECT n, p FROM arms WHERE ab_group = '${control}') AS a\n"
-            "WHERE b.ab_group != '${control}'\nORDER BY ab_group",
+            ab_difference_sql(dims, AB_LEVEL),
             (0, 15, 24, 7),
-            description="b - a with a 95% Wald interval (`llmwh ab` uses Newcombe's interval, "
-            "which is better for attainment near 1).",
+            description=f"b - a with a {AB_LEVEL:.0%} Newcombe hybrid score interval, "
+            "as `llmwh ab` computes it.",
         ),
     ]
     return dashboard(
         "llmwh-ab",
         "LLM A/B comparison",
         "Experiment arms (ab_group) side by side and against the control arm.",
-        [*(dim_variable(d) for d in dims), control, *SLO_VARIABLES[1:], QUANTILE_VARIABLE],
+        [*(dim_variable(d) for d in dims), control, *SLO_VARIABLES[1:]],
         panels,
     )
 
@@ -704,6 +729,14 @@ def render() -> dict[str, str]:
         name: json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
         for name, build in DASHBOARDS.items()
     }
+
+
+def questions() -> dict[str, PanelQuestion]:
+    """The SQL of every panel rendered from a question -> that question, so that a test
+    can ask the Python API the same."""
+    _QUESTIONS.clear()
+    render()
+    return dict(_QUESTIONS)
 
 
 def main() -> None:

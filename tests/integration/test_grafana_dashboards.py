@@ -3,7 +3,9 @@
 Every panel's SQL (and every variable's) is expanded as grafana-clickhouse-datasource
 expands it (see grafana_macros.py), with its variables set to All and to a concrete
 value, and run on the embedded ClickHouse server against generated traffic; its result
-must have the shape its panel type needs.
+must have the shape its panel type needs. A panel rendered from a question of the query
+builder answers as the Python API answers the same question, over a range that aligns
+to no minute.
 """
 
 from __future__ import annotations
@@ -13,15 +15,23 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 import yaml
 from grafana_macros import ALL, QueryContext, Variable, interpolate
 
+from warehouse.query.ab import compare_groups
+from warehouse.query.builder import Plan, compile_question
+from warehouse.query.grafana import PanelQuestion, render
+from warehouse.query.run import ask
+from warehouse.query.timerange import TimeRange
 from warehouse.store import Store, open_store
+from warehouse.store.clickhouse import SERVER
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
@@ -52,6 +62,15 @@ PANELS = [
     for name, d in DASHBOARDS.items()
     for p in d["panels"]
 ]
+QUESTIONS: dict[str, PanelQuestion] = _load_build().questions()
+ASKED = [
+    pytest.param(name, p, QUESTIONS[p["targets"][0]["rawSql"]], id=f"{name[:-5]}:{p['title']}")
+    for name, d in DASHBOARDS.items()
+    for p in d["panels"]
+    if p["targets"][0]["rawSql"] in QUESTIONS
+]
+# Ragged at both ends: whole hours, whole minutes and raw rows all answer a part.
+RAGGED = TimeRange(START + timedelta(seconds=17, milliseconds=250), END - timedelta(seconds=42.5))
 
 
 # -- files ------------------------------------------------------------------------------
@@ -199,6 +218,127 @@ def test_panel_sql_runs_and_has_its_shape(warehouse, selections, dashboard, pane
     _check_shape(panel["type"], columns, rows, panel["title"])
     if mode == "all":
         assert rows, (panel["title"], sql)
+
+
+# -- the same answers as the Python API ------------------------------------------------
+
+
+def _defaults(dashboard: dict[str, Any]) -> tuple[dict[str, Variable], dict[str, Any]]:
+    """A dashboard's variables at their defaults, for the expansion and for the API."""
+    variables, values = {}, {}
+    for v in dashboard["templating"]["list"]:
+        current = v["current"]["value"]
+        variables[v["name"]] = Variable(v["name"], current)
+        values[v["name"]] = None if current == [ALL] else current
+    return variables, values
+
+
+def _comparable(frame: pl.DataFrame) -> pl.DataFrame:
+    """Times as epoch seconds, numbers as floats, rows sorted by the text and time keys."""
+    columns = []
+    for name, dtype in frame.schema.items():
+        if dtype.is_temporal():
+            columns.append(pl.col(name).dt.epoch("s").alias(name))
+        elif dtype.is_numeric() and name != "time":
+            columns.append(pl.col(name).cast(pl.Float64))
+        else:
+            columns.append(pl.col(name))
+    frame = frame.select(columns)
+    keys = [c for c, t in frame.schema.items() if t == pl.String or c == "time"]
+    return frame.sort(keys).select(sorted(frame.columns)) if keys else frame
+
+
+def _assert_same(panel_frame: pl.DataFrame, api_frame: pl.DataFrame, title: str) -> None:
+    got, expected = _comparable(panel_frame), _comparable(api_frame)
+    assert got.columns == expected.columns, title
+    assert got.height == expected.height > 0, title
+    for name in got.columns:
+        for a, b in zip(got[name].to_list(), expected[name].to_list(), strict=True):
+            if isinstance(a, float) and isinstance(b, float):
+                assert a == pytest.approx(b, rel=1e-9, abs=1e-12, nan_ok=True), (title, name)
+            else:
+                assert a == b, (title, name)
+
+
+@pytest.mark.parametrize(("dashboard", "panel", "question"), ASKED)
+def test_panel_answers_as_the_python_api(warehouse, dashboard, panel, question):
+    variables, values = _defaults(DASHBOARDS[dashboard])
+    context = QueryContext(RAGGED.since, RAGGED.until, interval_seconds=60)
+    values["__interval_s"] = 60
+    sql = interpolate(panel["targets"][0]["rawSql"], variables, context)
+    shown = pl.from_arrow(warehouse.query_arrow(sql))
+    rendered = render(question).plan
+    # A panel reads raw rows where the planner would for some value of its variables
+    # (it cannot change its tables by their values): its percentiles are then exact.
+    asked = question.question(RAGGED, timedelta(minutes=1), values)
+    if not rendered.rollup:
+        asked = replace(asked, exact=True)
+    answer = ask(warehouse, asked)
+    _assert_same(shown, question.finish(pl.DataFrame(answer), values), panel["title"])
+    # Panels read where the planner reads with every variable set: the same tables.
+    every_set = {**values, **{name: ["a value"] for name in question.filters}}
+    planned = compile_question(
+        question.question(RAGGED, timedelta(minutes=1), every_set), SERVER, "llmwh"
+    ).plan
+    assert rendered.rollup == planned.rollup, (rendered.describe(), planned.describe())
+    assert _tables(rendered) == _tables(planned)
+
+
+def _tables(plan: Plan) -> list[str]:
+    return list(dict.fromkeys(table for table, _ in plan.pieces))
+
+
+@pytest.mark.parametrize(
+    ("since", "until"),
+    [
+        pytest.param(
+            timedelta(minutes=61, seconds=5), timedelta(minutes=61, seconds=50), id="seconds"
+        ),
+        pytest.param(
+            timedelta(minutes=70, seconds=5), timedelta(minutes=118, seconds=30), id="minutes"
+        ),
+        pytest.param(timedelta(minutes=50, seconds=1), timedelta(minutes=130), id="across-an-hour"),
+        pytest.param(timedelta(minutes=60), timedelta(minutes=120), id="aligned"),
+        pytest.param(timedelta(seconds=1), timedelta(minutes=179, seconds=59), id="hours"),
+    ],
+)
+def test_a_rollup_panel_counts_every_request_once_in_any_range(warehouse, since, until):
+    """The cuts between a panel's pieces are SQL of the range's ends: whatever the range,
+    the pieces tile it (a short range leaves the coarser pieces empty)."""
+    question = PanelQuestion(["count", "error_count"], by=("model",))
+    rendered = render(question)
+    assert rendered.plan.pieces[0][0] == "requests_sla_1h"
+    base = END.replace(minute=0) - timedelta(hours=2)
+    window = TimeRange(base + since, base + until)
+    sql = interpolate(rendered.sql, {}, QueryContext(window.since, window.until, 60))
+    shown = pl.from_arrow(warehouse.query_arrow(sql))
+    answer = ask(warehouse, question.question(window, timedelta(minutes=1), {}))
+    _assert_same(shown, pl.DataFrame(answer), str(window))
+
+
+def test_ab_difference_panel_agrees_with_llmwh_ab(warehouse):
+    dashboard = DASHBOARDS["ab-comparison.json"]
+    (panel,) = [p for p in dashboard["panels"] if p["title"].startswith("Attainment difference")]
+    variables, values = _defaults(dashboard)
+    context = QueryContext(RAGGED.since, RAGGED.until, interval_seconds=60)
+    shown = warehouse.query_arrow(interpolate(panel["targets"][0]["rawSql"], variables, context))
+    thresholds = {"ttft_ms": float(values["ttft_ms"]), "tpot_ms": float(values["tpot_ms"])}
+    ab = compare_groups(warehouse, RAGGED, "attainment", "ab_group", a=values["control"],
+                        thresholds=thresholds)  # fmt: skip
+    expected = {row["b"]: row for row in ab.iter_rows(named=True)}
+    rows = shown.to_pylist()
+    assert [r["ab_group"] for r in rows] == sorted(expected)
+    for row in rows:
+        arm = expected[row["ab_group"]]
+        assert row["count"] == arm["n_b"]
+        for column, name in [
+            ("attainment", "value_b"),
+            ("control_attainment", "value_a"),
+            ("difference", "difference"),
+            ("ci_low", "low"),
+            ("ci_high", "high"),
+        ]:
+            assert row[column] == pytest.approx(arm[name], rel=1e-9), column
 
 
 # -- the expansion itself ---------------------------------------------------------------

@@ -38,7 +38,7 @@ from warehouse.query import slo_apply
 from warehouse.query.builder import Question
 from warehouse.query.registry import dimension
 from warehouse.query.run import ask
-from warehouse.query.sla import held
+from warehouse.query.sla import budget_remaining, burn_rate, held
 from warehouse.query.slo import SLO
 from warehouse.query.slo_rollup import SloRollup
 from warehouse.query.timerange import parse_duration, time_range
@@ -161,7 +161,7 @@ class SLAExporter(Collector):
                 for name in ("attainment", "error_rate", "rejection_rate"):
                     _add(gauges[name], values, row[name])
                 if row["attainment"] is not None:
-                    gauges["burn_rate"].add_metric(values, (1 - row["attainment"]) / budget)
+                    gauges["burn_rate"].add_metric(values, burn_rate(row["attainment"], budget))
                 for measure in slo.measures:
                     _add(gauges["objective"], [*values, measure], row[measure])
                 for objective in slo.objectives:
@@ -176,7 +176,7 @@ class SLAExporter(Collector):
         for row in period.iter_rows(named=True):
             if row["attainment"] is not None:
                 values = [slo.name, *(str(row[name]) for name in self.by)]
-                remaining.add_metric(values, 1 - (1 - row["attainment"]) / budget)
+                remaining.add_metric(values, budget_remaining(row["attainment"], budget))
         target = GaugeMetricFamily("llmwh_slo_target", "The SLO's target.", labels=["slo"])
         target.add_metric([slo.name], slo.target)
         return [*gauges.values(), remaining, target]

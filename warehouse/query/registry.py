@@ -250,8 +250,9 @@ def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
 def histogram_quantile_sql(column: str, level: str) -> str:
     """ClickHouse SQL of the ``level`` quantile of a latency over a group of rollup rows,
     read from their histograms as :func:`warehouse.model.histogram_quantiles` reads them
-    (the same bucket, the same interpolation inside it), for SQL written without the
-    query layer (the Grafana dashboards). ``level`` is SQL: a number or a variable."""
+    (the same bucket, the same interpolation inside it), for SQL the query layer does not
+    run (the Grafana dashboards); NULL for no latency. ``level`` is SQL: a number or a
+    variable."""
     merged = (
         f"sumMap(arrayMap(k -> intDiv(k, 2), mapKeys({column}_hist)), mapValues({column}_hist))"
     )
@@ -259,7 +260,7 @@ def histogram_quantile_sql(column: str, level: str) -> str:
     low = f"if({bucket} = 0, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, {bucket} - 1))"
     high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, {bucket})"
     within = f"least(1., greatest(0., (rank - (cum[i] - {count}) + 0.5) / {count}))"
-    value = f"if(i = 0, nan, {low} + {within} * ({high} - {low}))"
+    value = f"if(i = 0, NULL, {low} + {within} * ({high} - {low}))"
     at = f"arrayMap(i -> {value}, [arrayFirstIndex(c -> c > floor(rank), cum)])[1]"
     ranked = (
         f"arrayMap((cum, rank) -> {at}, [arrayCumSum(h.2)], [({level}) * (arraySum(h.2) - 1)])[1]"

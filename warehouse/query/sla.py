@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
+from typing import Any
 
 import polars as pl
 
@@ -41,7 +42,21 @@ from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Store
 from warehouse.store.rollup_columns import check_prefix, position_columns
 
-__all__ = ["evaluate", "held", "scoped_filters"]
+__all__ = ["budget_remaining", "burn_rate", "evaluate", "held", "scoped_filters"]
+
+
+def burn_rate(attainment: Any, budget: Any) -> Any:
+    """``(1 - attainment) / budget``: 1 spends the error budget exactly over the SLO period.
+
+    Plain arithmetic, so the one definition runs on numbers, on polars expressions (the
+    report) and on sqlglot expressions (the dashboards' SQL).
+    """
+    return (1 - attainment) / budget
+
+
+def budget_remaining(attainment: Any, budget: Any) -> Any:
+    """``1 - burn_rate``: the share of the error budget left, below 0 once spent."""
+    return 1 - burn_rate(attainment, budget)
 
 
 def evaluate(
@@ -120,10 +135,11 @@ def evaluate(
         compliance = _compliance(slo, pl.DataFrame(answers["windows"]), by, checks)
         frame = _join(frame, compliance, by)
     budget = slo.error_budget
-    frame = frame.with_columns((1 - (1 - pl.col("attainment")) / budget).alias("budget_remaining"))
+    remaining = budget_remaining(pl.col("attainment"), budget)
+    frame = frame.with_columns(remaining.alias("budget_remaining"))
     for label in burns:
         burn = spans[label] if together else pl.DataFrame(answers[f"burn {label}"])
-        rate = burn.select(*by, ((1 - pl.col("attainment")) / budget).alias(f"burn_rate_{label}"))
+        rate = burn.select(*by, burn_rate(pl.col("attainment"), budget).alias(f"burn_rate_{label}"))
         frame = _join(frame, rate, by)
     parts = {name: answer.plan for name, answer in answers.items()}
     parts.update({f"burn {label}": period.plan for label in spans})

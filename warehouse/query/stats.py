@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -24,11 +26,16 @@ from warehouse.errors import InvalidArgument
 
 __all__ = [
     "DIRECTIONS",
+    "FLOATS",
+    "Arithmetic",
     "Difference",
     "DriftResult",
+    "critical_value",
     "drift",
+    "newcombe_bounds",
     "proportion_difference",
     "quantile_difference",
+    "wilson_bounds",
     "wilson_interval",
 ]
 
@@ -55,10 +62,48 @@ def _check_level(level: float) -> None:
         raise InvalidArgument(f"level must be in (0, 1), got {level!r}")
 
 
-def _z(level: float) -> float:
+def critical_value(level: float) -> float:
     """The two-sided standard normal critical value for confidence ``level``."""
     _check_level(level)
     return NormalDist().inv_cdf(0.5 + level / 2.0)
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """What a formula needs beyond ``+ - * /``, for the kind of numbers it runs on: floats
+    here, SQL expressions for a dashboard (the formula is then written once for both)."""
+
+    sqrt: Callable[[Any], Any]
+    hypot: Callable[[Any, Any], Any]
+    least: Callable[[Any, Any], Any]
+    greatest: Callable[[Any, Any], Any]
+
+
+FLOATS = Arithmetic(math.sqrt, math.hypot, min, max)
+
+
+def wilson_bounds(p: Any, n: Any, z: float, math_: Arithmetic = FLOATS) -> tuple[Any, Any]:
+    """The Wilson score interval of a proportion ``p`` of ``n > 0`` (see
+    :func:`wilson_interval`), on numbers of any kind ``math_`` computes with."""
+    z2 = z * z
+    denominator = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math_.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n)) / denominator
+    return math_.greatest(0.0, centre - half), math_.least(1.0, centre + half)
+
+
+def newcombe_bounds(
+    p_a: Any,
+    wilson_a: tuple[Any, Any],
+    p_b: Any,
+    wilson_b: tuple[Any, Any],
+    math_: Arithmetic = FLOATS,
+) -> tuple[Any, Any]:
+    """Newcombe's hybrid score interval of ``p_b - p_a`` from the arms' Wilson intervals
+    (see :func:`proportion_difference`), on numbers of any kind ``math_`` computes with."""
+    (low_a, high_a), (low_b, high_b) = wilson_a, wilson_b
+    d = p_b - p_a
+    return d - math_.hypot(p_b - low_b, high_a - p_a), d + math_.hypot(high_b - p_b, p_a - low_a)
 
 
 def _check_count(successes: int, n: int) -> None:
@@ -72,18 +117,13 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float,
     The bounds are the two roots of ``|p - pi| = z * sqrt(pi (1 - pi) / n)`` (Wilson 1927;
     Newcombe 1998a, method 3). ``n == 0`` gives ``(nan, nan)``.
     """
-    z = _z(level)
+    z = critical_value(level)
     _check_count(successes, n)
     if n == 0:
         return (_NAN, _NAN)
-    p = successes / n
-    z2 = z * z
-    denominator = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n)) / denominator
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return (low, high)
+    low, high = wilson_bounds(successes / n, n, z)
+    # Exact at the edges, where the roots are 0 and 1 up to rounding.
+    return (0.0 if successes == 0 else low, 1.0 if successes == n else high)
 
 
 def proportion_difference(
@@ -106,15 +146,16 @@ def proportion_difference(
     all failures there is no variance and no difference: the p-value is 1.0. An empty arm
     makes everything NaN.
     """
-    low_a, high_a = wilson_interval(successes_a, n_a, level)
-    low_b, high_b = wilson_interval(successes_b, n_b, level)
+    _check_count(successes_a, n_a)
+    _check_count(successes_b, n_b)
     if n_a == 0 or n_b == 0:
         return Difference(_NAN, _NAN, _NAN, level, _NAN, "newcombe-wilson")
     p_a = successes_a / n_a
     p_b = successes_b / n_b
     d = p_b - p_a
-    low = d - math.hypot(p_b - low_b, high_a - p_a)
-    high = d + math.hypot(high_b - p_b, p_a - low_a)
+    low, high = newcombe_bounds(
+        p_a, wilson_interval(successes_a, n_a, level), p_b, wilson_interval(successes_b, n_b, level)
+    )
 
     pooled = (successes_a + successes_b) / (n_a + n_b)
     se = math.sqrt(pooled * (1.0 - pooled) * (1.0 / n_a + 1.0 / n_b))

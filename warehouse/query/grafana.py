@@ -1,0 +1,342 @@
+"""The Grafana target of the query builder: a question as SQL for a dashboard panel.
+
+Elsewhere the builder binds every value as a ``{name:Type}`` parameter. A panel's SQL is
+written before any value is known: the time range, the bucket and the filters come from
+Grafana each time it asks, through the grafana-clickhouse-datasource plugin's macros and
+the dashboard's variables (docs/grafana.md). So a panel's question is compiled by the
+ordinary builder for a template range, and the values it bound are then replaced:
+
+- the ends of the range and of each piece the planner cut it into become names defined
+  in a leading ``WITH``, computed from ``$__fromTime_ms`` and ``$__toTime_ms``;
+- a filter ``dim IN (...)`` becomes ``$__conditionalAll(dim IN (${dim}), $dim)``, which
+  the plugin drops when the variable is All;
+- a threshold becomes its dashboard variable (``${ttft_ms}``);
+- the time bucket becomes ``$__timeInterval(ts)``, and a rate's seconds ``$__interval_s``
+  (or the range's length for a panel without buckets).
+
+The plan is the builder's own for a range that aligns to no minute (any range a dashboard
+shows): where a rollup covers the question, its whole hours and minutes from the rollups
+and its ragged ends from raw rows; raw rows where none does. The cuts between the pieces
+are SQL of the range's ends, clamped so that a range shorter than an hour (or a minute)
+leaves the coarser pieces empty rather than counting a row twice.
+
+A range is ``[from, to)``, as everywhere in this product (the plugin's own
+``$__timeFilter`` keeps its end; a row stamped at exactly ``to`` is left out here).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import polars as pl
+from sqlglot import exp
+
+from warehouse.errors import QueryError
+from warehouse.query.builder import Compiled, Plan, Question, compile_question
+from warehouse.query.registry import dimension, histogram_quantile_sql
+from warehouse.query.stats import Arithmetic
+from warehouse.query.timerange import TimeRange
+from warehouse.store.clickhouse import SERVER
+
+__all__ = ["INTERVAL", "SQL", "PanelQuestion", "Rendered", "render"]
+
+INTERVAL = timedelta(minutes=1)
+"""The finest bucket of a panel read from a rollup: its minimum interval in Grafana."""
+
+SQL = Arithmetic(
+    sqrt=lambda x: exp.func("sqrt", x),
+    hypot=lambda x, y: exp.func("hypot", x, y),
+    least=lambda a, b: exp.func("least", exp.convert(a), exp.convert(b)),
+    greatest=lambda a, b: exp.func("greatest", exp.convert(a), exp.convert(b)),
+)
+"""The functions of :mod:`warehouse.query.stats`' formulas, on sqlglot expressions."""
+
+Derived = Callable[[Callable[[str], Any], Callable[[str], Any]], Any]
+"""A column computed from a result's columns and the dashboard's numeric variables:
+``lambda col, var: (1 - col("attainment")) / (1 - var("slo_target"))``. Written once, it
+runs on sqlglot expressions (the panel's SQL) and on polars ones (the Python answer)."""
+
+
+@dataclass(frozen=True)
+class PanelQuestion:
+    """What a panel asks, in the builder's names, with Grafana supplying the values."""
+
+    measures: Sequence[str]
+    by: Sequence[str] = ()
+    filters: Sequence[str] = ()
+    """Dimensions filtered by the dashboard variable of the same name (multi-value, All)."""
+    fixed: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Filters whose values are part of the panel (``status: ['error']``)."""
+    thresholds: Mapping[str, str] = field(default_factory=dict)
+    """Latency column -> the dashboard variable holding its limit in ms."""
+    timeseries: bool = False
+    """One row per ``$__timeInterval`` bucket (a ``time`` column first)."""
+    window: timedelta | None = None
+    """Ask the last ``window`` before the end of the dashboard's range, not the range."""
+    by_variable: str | None = None
+    """A dashboard variable naming the dimension to group by (``$group_by``), in place of
+    ``by``; every option must be a plain column, and the plan must not depend on it."""
+    exact: bool | None = None
+    order_by: str | None = None
+    limit: int | None = None
+    derived: Mapping[str, Derived] = field(default_factory=dict)
+    """Columns computed from the measures; the panel then shows the keys and these only."""
+
+    def question(
+        self, range: TimeRange, interval: timedelta, variables: Mapping[str, Any]
+    ) -> Question:
+        """The same question for the Python API: ``range`` is the dashboard's, ``interval``
+        Grafana's bucket, ``variables`` the values of the dashboard's variables (a list or
+        None, meaning All, for a filter)."""
+        if self.window is not None:
+            range = TimeRange(range.until - self.window, range.until)
+        by = list(self.by)
+        if self.by_variable:
+            by = [str(variables[self.by_variable])]
+        filters: dict[str, Any] = {k: list(v) for k, v in self.fixed.items()}
+        for name in self.filters:
+            if variables.get(name) is not None:
+                filters[name] = list(variables[name])
+        return Question(
+            measures=list(self.measures),
+            range=range,
+            by=by,
+            filters=filters,
+            interval=interval if self.timeseries else None,
+            thresholds={c: float(variables[v]) for c, v in self.thresholds.items()},
+            exact=self.exact,
+            order_by=self.order_by,
+            limit=self.limit,
+        )
+
+    def finish(self, frame: pl.DataFrame, variables: Mapping[str, Any]) -> pl.DataFrame:
+        """A Python answer to :meth:`question` as the panel shows it (its derived columns)."""
+        if not self.derived:
+            return frame
+        keys = [c for c in frame.columns if c == "time" or c not in self.measures]
+        numbers = {name: float(value) for name, value in variables.items() if _number(value)}
+        columns = [
+            formula(pl.col, numbers.__getitem__).alias(name)
+            for name, formula in self.derived.items()
+        ]
+        return frame.select(*keys, *columns)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A panel's SQL and the plan the builder chose for it."""
+
+    sql: str
+    plan: Plan
+
+
+# -- the range's ends and cuts ----------------------------------------------------------
+
+_FROM = datetime(2001, 1, 1, 0, 0, 30, 500000, tzinfo=UTC)
+_TO = datetime(2001, 1, 1, 3, 10, 30, 500000, tzinfo=UTC)
+"""The template range: whole hours, whole minutes and ragged ends, every cut distinct."""
+
+_MINUTE_MS = 60_000
+_HOUR_MS = 3_600_000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _floor(moment: datetime, step: timedelta) -> datetime:
+    return _EPOCH + (moment - _EPOCH) // step * step
+
+
+def _ceil(moment: datetime, step: timedelta) -> datetime:
+    floor = _floor(moment, step)
+    return floor if floor == moment else floor + step
+
+
+def _moments(since: datetime, until: datetime, since_sql: str) -> list[tuple[str, datetime, str]]:
+    """(name, template value, SQL in ms) of every moment a plan of the template range can
+    cut at, in an order where each refers only to those before it. ``least`` and
+    ``greatest`` keep the cuts in order for a range too short for a whole minute or hour.
+    """
+    minute, hour = timedelta(minutes=1), timedelta(hours=1)
+    minutes_from = min(_ceil(since, minute), until)
+    minutes_to = max(_floor(until, minute), minutes_from)
+    hours_from = min(_ceil(since, hour), minutes_to)
+    return [
+        ("from_ms", since, since_sql),
+        ("to_ms", until, "toUnixTimestamp64Milli($__toTime_ms)"),
+        ("from_minute_ms", _floor(since, minute), f"intDiv(from_ms, {_MINUTE_MS}) * {_MINUTE_MS}"),
+        (
+            "to_minute_ms",
+            _ceil(until, minute),
+            f"intDiv(to_ms + {_MINUTE_MS - 1}, {_MINUTE_MS}) * {_MINUTE_MS}",
+        ),
+        (
+            "minutes_from_ms",
+            minutes_from,
+            f"least(intDiv(from_ms + {_MINUTE_MS - 1}, {_MINUTE_MS}) * {_MINUTE_MS}, to_ms)",
+        ),
+        (
+            "minutes_to_ms",
+            minutes_to,
+            f"greatest(intDiv(to_ms, {_MINUTE_MS}) * {_MINUTE_MS}, minutes_from_ms)",
+        ),
+        (
+            "hours_from_ms",
+            hours_from,
+            f"least(intDiv(from_ms + {_HOUR_MS - 1}, {_HOUR_MS}) * {_HOUR_MS}, minutes_to_ms)",
+        ),
+        (
+            "hours_to_ms",
+            max(_floor(until, hour), hours_from),
+            f"greatest(intDiv(to_ms, {_HOUR_MS}) * {_HOUR_MS}, hours_from_ms)",
+        ),
+    ]
+
+
+# -- rendering --------------------------------------------------------------------------
+
+_DATABASE = "grafana_default_database"
+"""Compiled with this database, then unqualified: the datasource's default database
+(``defaultDatabase``) picks it."""
+
+_PLACEHOLDER = re.compile(r"\{(\w+):(\w+)\}")
+_BUCKET = re.compile(r"toDateTime64\(toStartOfInterval\(ts, INTERVAL \d+ SECOND\), 3, 'UTC'\)")
+_FILTER_MARK = "grafana variable "
+
+
+def render(question: PanelQuestion) -> Rendered:
+    """The panel SQL of ``question`` for grafana-clickhouse-datasource (v4)."""
+    since, until = _FROM, _TO
+    since_sql = "toUnixTimestamp64Milli($__fromTime_ms)"
+    if question.window is not None:
+        since = until - question.window
+        window_ms = int(question.window.total_seconds() * 1000)
+        since_sql = f"to_ms - {window_ms}"
+    by = list(question.by)
+    if question.by_variable:
+        if by:
+            raise QueryError("a panel groups by its variable or by names, not both")
+        by = ["model"]  # a stand-in: the plan is checked not to depend on it
+    filters: dict[str, Any] = {k: list(v) for k, v in question.fixed.items()}
+    for name in question.filters:
+        if dimension(name).param_type != "String" or dimension(name).sql != name:
+            raise QueryError(f"a dashboard variable filters plain text columns only, not {name}")
+        filters[name] = [_FILTER_MARK + name]
+    asked = Question(
+        measures=list(question.measures),
+        range=TimeRange(since, until),
+        by=by,
+        filters=filters,
+        interval=INTERVAL if question.timeseries else None,
+        thresholds={column: 1.0 for column in question.thresholds},
+        exact=question.exact,
+        order_by=question.order_by,
+        limit=question.limit,
+    )
+    compiled = compile_question(asked, SERVER, _DATABASE)
+    if question.by_variable and compiled.plan.rollup:
+        raise QueryError("a panel grouped by a variable must read raw rows: its plan would vary")
+    sql = compiled.sql.replace(f'"{_DATABASE}".', "")
+    sql = _percentiles_in_sql(compiled, sql)
+    if question.timeseries:
+        sql, found = _BUCKET.subn("$__timeInterval(ts)", sql)
+        assert found == 1, sql
+    if question.by_variable:
+        variable = f"${{{question.by_variable}}}"
+        sql = sql.replace('model AS "model"', f'{variable} AS "{variable}"')
+        sql = sql.replace('"model"', f'"{variable}"')
+    sql, defined = _bind(question, compiled, sql, _moments(since, until, since_sql))
+    if question.derived:
+        sql = _with_derived(question, compiled, sql)
+    if defined:
+        sql = "WITH " + ",\n  ".join(f"{value} AS {name}" for name, value in defined) + "\n" + sql
+    return Rendered(sql, compiled.plan)
+
+
+def _percentiles_in_sql(compiled: Compiled, sql: str) -> str:
+    """A rollup's percentiles in the SQL: the Python API reads them from the merged
+    histograms after the query, a panel cannot."""
+    by_column: dict[str, list[str]] = {}
+    for name, alias, level in compiled.histograms:
+        column = alias.removeprefix("_hist_")
+        by_column.setdefault(column, []).append(
+            f"{histogram_quantile_sql(column, repr(level))} AS {name}"
+        )
+    for column, items in by_column.items():
+        merged = f"sumMap({column}_hist) AS _hist_{column}"
+        assert merged in sql, sql
+        sql = sql.replace(merged, ", ".join(items))
+    return sql
+
+
+def _bind(
+    question: PanelQuestion,
+    compiled: Compiled,
+    sql: str,
+    moments: list[tuple[str, datetime, str]],
+) -> tuple[str, list[tuple[str, str]]]:
+    """``sql`` with every bound value replaced, and the ``WITH`` names it then needs."""
+    parameters = compiled.parameters
+    # Where two cuts meet in the template (a window too short for a whole hour), the
+    # pieces are those of the finer cuts, named first.
+    by_value = {int(value.timestamp() * 1000): name for name, value, _ in reversed(moments)}
+    used: set[str] = set()
+
+    def bound(match: re.Match[str]) -> str:
+        name, _ = match[1], match[2]
+        value = parameters[name]
+        if name.endswith(("since_ms", "until_ms")):
+            if value not in by_value:
+                raise QueryError(f"cannot write the cut {name} of this plan for Grafana")
+            used.add(by_value[value])
+            return by_value[value]
+        if name.startswith("limit_"):
+            return f"${{{question.thresholds[name.removeprefix('limit_')]}}}"
+        if name == "seconds":
+            if question.timeseries:
+                return "$__interval_s"
+            used.update(("from_ms", "to_ms"))
+            return "((to_ms - from_ms) / 1000)"
+        if isinstance(value, str) and value.startswith(_FILTER_MARK):
+            raise AssertionError(f"a variable's filter was not replaced: {name}")
+        if isinstance(value, str):
+            return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        raise QueryError(f"cannot write the bound value {name} for Grafana")
+
+    for name in question.filters:
+        placeholder = next(key for key, value in parameters.items() if value == _FILTER_MARK + name)
+        condition = f"{name} IN ({{{placeholder}:String}})"
+        assert sql.count(condition) == 1, (condition, sql)
+        sql = sql.replace(condition, f"$__conditionalAll({name} IN (${{{name}}}), ${name})")
+    sql = _PLACEHOLDER.sub(bound, sql)
+    # Each moment refers to earlier ones only: define those a used one needs too.
+    needed = set(used)
+    for name, _, text in reversed(moments):
+        if name in needed:
+            needed.update(re.findall(r"\b\w+_ms\b", text))
+    return sql, [(name, text) for name, _, text in moments if name in needed]
+
+
+def _with_derived(question: PanelQuestion, compiled: Compiled, sql: str) -> str:
+    keys = [c for c in compiled.columns if c not in question.measures]
+    if question.by_variable:
+        keys = [f"${{{question.by_variable}}}" if c == "model" else c for c in keys]
+    columns = [
+        formula(exp.column, lambda name: exp.var(f"${name}")).sql("clickhouse") + f" AS {name}"
+        for name, formula in question.derived.items()
+    ]
+    listed = ", ".join([*(f'"{k}"' for k in keys), *columns])
+    order = " ORDER BY time" if question.timeseries else ""
+    return f"SELECT {listed} FROM ({sql}){order}"
+
+
+def _number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
