@@ -1,17 +1,18 @@
 """Build the Grafana dashboards in ``dashboards/`` (run: ``python integrations/grafana/build.py``).
 
-The dashboards are data: panels, their SQL and their template variables are defined
-here once, and the JSON files Grafana provisions are written from them, so that the
-dimension lists and the histogram bucket edges come from ``warehouse.model`` and a
-test can check the files are current (tests/integration/test_grafana_dashboards.py).
+The dashboards are data: panels and their template variables are defined here once, and
+the JSON files Grafana provisions are written from them; a test checks the files are
+current (tests/integration/test_grafana_dashboards.py).
 
-Every query is written for the grafana-clickhouse-datasource plugin (v4):
+A panel is a question in the query layer's names (:class:`PanelQuestion`: measures,
+dimensions, the variables that filter it), and the query builder's Grafana target
+(warehouse/query/grafana.py) writes its SQL, choosing rollups or raw rows as the planner
+does; docs/exporters.md says how. So no measure is spelled out here. Every panel is for
+the grafana-clickhouse-datasource plugin (v4):
 - targets are ``{"editorType": "sql", "format": 0|1, "rawSql": ...}``; format 0 (time
   series) wants a first column ``time`` of a DateTime type, sorted ascending, then
   string label columns and numeric value columns (long format, which the plugin
   turns into one series per label set); format 1 is a table;
-- the time range and bucket come from the plugin's macros: ``$__timeFilter(ts)``,
-  ``$__timeInterval(ts)``, ``$__interval_s``, ``$__toTime``;
 - dimension variables are multi-value with "All", and each filter is
   ``$__conditionalAll(dim IN (${dim}), $dim)``: the plugin drops the condition for
   All and quotes the selected values itself (``'a','b'``);
@@ -22,7 +23,6 @@ Every query is written for the grafana-clickhouse-datasource plugin (v4):
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,12 +33,7 @@ if str(ROOT.parents[1]) not in sys.path:  # run as a script from anywhere
 
 from sqlglot import exp  # noqa: E402
 
-from warehouse.model import (  # noqa: E402
-    BUCKET_GROWTH,
-    BUCKET_MIN_MS,
-    DIMENSIONS,
-    SLA_ROLLUP_DIMENSIONS,
-)
+from warehouse.model import DIMENSIONS, ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMENSIONS  # noqa: E402
 from warehouse.query import grafana  # noqa: E402
 from warehouse.query.grafana import SQL, PanelQuestion  # noqa: E402
 from warehouse.query.sla import budget_remaining, burn_rate  # noqa: E402
@@ -52,23 +47,18 @@ SCHEMA_VERSION = 39
 TAGS = ["llmwh", "llm-sla"]
 
 # Dimensions each table keeps (the rollups keep fewer than raw `requests`): the minute
-# rollup and the hourly SLA rollup keep SLA_DIMS, the hourly rollup ROLLUP_DIMS.
+# rollup and the hourly SLA rollup keep SLA_DIMS.
 SLA_DIMS = tuple(d for d in SLA_ROLLUP_DIMENSIONS if d != "is_probe")
-ROLLUP_DIMS = ("tenant", "service", "model", "model_version", "region", "zone", "ab_group")
 RAW_DIMS = DIMENSIONS
 # Where each dimension variable reads its values: the hourly rollup when it keeps the
 # dimension (a few rows per hour), raw rows otherwise.
-VARIABLE_SOURCE = {d: "requests_1h" for d in ROLLUP_DIMS}
+VARIABLE_SOURCE = {d: "requests_1h" for d in ROLLUP_DIMENSIONS if d != "is_probe"}
 
 # Heatmap bands: upper bounds in ms (the last band is open).
 TTFT_BANDS_MS = (25, 50, 100, 200, 400, 800, 1600, 3200, 6400)
 TPOT_BANDS_MS = (5, 10, 20, 40, 80, 160)
 
 # -- building blocks -------------------------------------------------------------------
-
-
-def filters(dims: tuple[str, ...]) -> str:
-    return "\n  AND ".join(f"$__conditionalAll({d} IN (${{{d}}}), ${d})" for d in dims)
 
 
 def dim_variable(name: str, source: str | None = None) -> dict[str, Any]:
@@ -203,39 +193,18 @@ def dashboard(
     }
 
 
-def heatmap_sql(column: str, bands_ms: tuple[int, ...], where: str) -> str:
-    """Counts per latency band and time bucket from a rollup's log-bucket histogram.
-
-    Bucket k >= 1 holds [MIN * G^(k-1), MIN * G^k): a bucket goes to the first band whose
-    upper bound its upper edge does not pass, so band edges are exact to one 2%-wide
-    bucket. The histogram's keys are bucket * 2 + ok. Columns are named by their upper
-    bound (Grafana's heatmap reads them "le").
-    """
-    edges = [
-        math.floor(math.log(b / BUCKET_MIN_MS) / math.log(BUCKET_GROWTH) + 1e-9) for b in bands_ms
-    ]
-    columns = []
-    low = -1
-    for bound, key in zip(bands_ms, edges, strict=True):
-        columns.append(
-            "arraySum(mapValues(mapFilter((k, c) -> intDiv(k, 2) > "
-            f"{low} AND intDiv(k, 2) <= {key}, h))) AS `{bound}`"
-        )
-        low = key
-    columns.append(f"arraySum(mapValues(mapFilter((k, c) -> intDiv(k, 2) > {low}, h))) AS `+Inf`")
-    body = ",\n  ".join(columns)
-    return f"""
-SELECT time,
-  {body}
-FROM (
-  SELECT $__timeInterval(ts) AS time, sumMap({column}_hist) AS h
-  FROM requests_1m
-  WHERE $__timeFilter(ts) AND NOT is_probe
-  AND {where}
-  GROUP BY time
-)
-ORDER BY time
-"""
+def heatmap(column: str, bands_ms: tuple[int, ...], dims: tuple[str, ...]) -> PanelQuestion:
+    """Requests per latency band and time bucket, a column per band named by its upper
+    bound (Grafana's heatmap reads them "le"), the last one open (``+Inf``): differences of
+    the registry's ``count_<latency>_le_<ms>``."""
+    below = [f"count_{column}_le_{bound}" for bound in bands_ms]
+    derived: dict[str, Any] = {str(bands_ms[0]): lambda col, var: col(below[0])}
+    for bound, lower, upper in zip(bands_ms[1:], below[:-1], below[1:], strict=True):
+        derived[str(bound)] = lambda col, var, lower=lower, upper=upper: col(upper) - col(lower)
+    derived["+Inf"] = lambda col, var: col(f"count_{column}") - col(below[-1])
+    return PanelQuestion(
+        [f"count_{column}", *below], filters=dims, timeseries=True, derived=derived
+    )
 
 
 # -- dashboards -------------------------------------------------------------------------
@@ -344,7 +313,6 @@ def sla_overview() -> dict[str, Any]:
 
 def latency() -> dict[str, Any]:
     dims = SLA_DIMS  # what the minute rollup keeps; the drill-down has every dimension
-    where = filters(dims)
 
     def percentile(column: str, title: str, grid: tuple[int, int, int, int]) -> dict:
         return panel(
@@ -364,18 +332,16 @@ def latency() -> dict[str, Any]:
         panel(
             "heatmap",
             "TTFT heatmap",
-            heatmap_sql("ttft_ms", TTFT_BANDS_MS, where),
+            heatmap("ttft_ms", TTFT_BANDS_MS, dims),
             (0, 16, 12, 9),
-            interval="1m",
             options=heat,
             description="Requests per TTFT band (column = band's upper bound in ms).",
         ),
         panel(
             "heatmap",
             "TPOT heatmap",
-            heatmap_sql("tpot_ms", TPOT_BANDS_MS, where),
+            heatmap("tpot_ms", TPOT_BANDS_MS, dims),
             (12, 16, 12, 9),
-            interval="1m",
             options=heat,
             description="Requests per TPOT band (column = band's upper bound in ms).",
         ),

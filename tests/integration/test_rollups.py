@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from warehouse.model import (
@@ -20,7 +21,10 @@ from warehouse.model import (
     histogram_share_below,
     latency_bucket,
 )
+from warehouse.query.builder import Question
 from warehouse.query.registry import histogram_quantile_sql
+from warehouse.query.run import ask
+from warehouse.query.timerange import TimeRange
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
@@ -137,6 +141,31 @@ def test_share_under_any_threshold_is_within_one_percentage_point(loaded, traffi
         for threshold in np.quantile(values, np.linspace(0.01, 0.99, 60)) * 1.003:
             exact = float(np.mean(values < threshold))
             assert abs(histogram_share_below(counts, threshold) - exact) <= 0.01
+
+
+def test_counts_under_a_latency_are_exact_raw_and_within_their_bucket_from_a_rollup(
+    loaded, traffic
+):
+    """``count_<latency>_le_<ms>``: raw rows count exactly; a rollup (where the store keeps
+    them) counts the threshold's own bucket in proportion, so it is off by at most the
+    requests in that bucket, and it reads the histogram as histogram_share_below does."""
+    window = TimeRange(START, START + timedelta(hours=2))
+    for column, limit in [("ttft_ms", 200), ("e2e_ms", 3000), ("tpot_ms", 35)]:
+        values = traffic.filter(pc.invert(traffic.column("is_probe"))).column(column)
+        values = values.drop_null().to_numpy().astype(np.float64)
+        names = [f"count_{column}", f"count_{column}_le_{limit}"]
+        exact = ask(loaded, Question(names, window, exact=True)).row(0)
+        assert exact == (len(values), int((values <= limit).sum()))
+        answer = ask(loaded, Question(names, window))
+        if not answer.plan.rollup:
+            continue  # DuckDB: raw rows, as above
+        assert answer.plan.latency_counts == "histogram"
+        total, below = answer.row(0)
+        assert total == len(values)
+        in_bucket = int((latency_bucket(values) == latency_bucket(np.array([limit]))[0]).sum())
+        assert abs(below - (values <= limit).sum()) <= in_bucket
+        counts = dict(zip(*np.unique(latency_bucket(values), return_counts=True), strict=True))
+        assert below == pytest.approx(histogram_share_below(counts, limit) * len(values))
 
 
 @pytest.mark.parametrize("q", [0.5, 0.9, 0.95, 0.99])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
@@ -162,6 +162,8 @@ class Plan:
     """A range read in pieces: each a table (``requests`` for raw rows) and the part of
     the range it answers, coarsest first (an SLO rollup's whole hours, then minutes,
     then the ragged ends from raw rows)."""
+    latency_counts: str = "none"
+    """Of counts under a latency (``count_<latency>_le_<ms>``): as :attr:`attainment`."""
 
     @property
     def rollup(self) -> bool:
@@ -184,6 +186,8 @@ class Plan:
             text += f"; percentiles {HISTOGRAM_PERCENTILE_ERROR}"
         if self.attainment == "histogram":
             text += f"; attainment {HISTOGRAM_ERROR}"
+        if self.latency_counts == "histogram":
+            text += f"; counts under a latency {HISTOGRAM_ERROR}"
         return text
 
 
@@ -226,6 +230,8 @@ def compile_question(
     _check_names(dims, measures, question.interval is not None)
     _check_spans(question, capabilities)
     plan, source = _plan(question, dims, filters, measures, capabilities, sources)
+    if any(m.counts_below for m in measures):
+        plan = replace(plan, latency_counts="histogram" if plan.rollup else "exact")
     parameters: dict[str, Any] = {
         "since_ms": question.range.since_ms,
         "until_ms": question.range.until_ms,

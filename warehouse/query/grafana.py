@@ -326,7 +326,7 @@ def _with_derived(question: PanelQuestion, compiled: Compiled, sql: str) -> str:
     if question.by_variable:
         keys = [f"${{{question.by_variable}}}" if c == "model" else c for c in keys]
     columns = [
-        formula(exp.column, lambda name: exp.var(f"${name}")).sql("clickhouse") + f" AS {name}"
+        formula(exp.column, lambda name: exp.var(f"${name}")).sql("clickhouse") + f' AS "{name}"'
         for name, formula in question.derived.items()
     ]
     listed = ", ".join([*(f'"{k}"' for k in keys), *columns])

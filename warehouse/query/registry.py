@@ -10,8 +10,8 @@ Measure names are result column names everywhere (API, CLI, exporter, dashboards
 docs/querying.md, "Dimensions and measures"):
 ``count``, ``error_rate``, ``rejection_rate``, ``p<q>_<latency>`` (q in 50, 75, 90, 95,
 99, 99.9 written ``p999``), ``avg_<column>``, ``sum_<token column>``, ``kv_hit_ratio``,
-``decode_tps``, ``attainment``, ``goodput_rps``, plus ``error_count``, ``rejection_count`` and
-``rps``.
+``decode_tps``, ``attainment``, ``goodput_rps``, ``count_<latency>`` and
+``count_<latency>_le_<ms>``, plus ``error_count``, ``rejection_count`` and ``rps``.
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ class Measure:
     level: float | None = None
     """The quantile level of a percentile measure."""
     needs_thresholds: bool = False
+    counts_below: bool = False
+    """Counts requests under a latency: from a rollup, in proportion within one bucket."""
 
     @property
     def is_percentile(self) -> bool:
@@ -160,6 +162,7 @@ _THRESHOLD_MEASURES: dict[str, tuple[str, str]] = {
 }
 
 _PERCENTILE = re.compile(r"^p(50|75|90|95|99|999)_(\w+)$")
+_COUNT_AT_MOST = re.compile(r"^count_(\w+?)_le_(\d{1,7}(?:\.\d{1,3})?)$")
 
 
 def measure(name: str) -> Measure:
@@ -180,6 +183,15 @@ def measure(name: str) -> Measure:
         return Measure(
             name, "", "" if column in ROLLUP_LATENCIES else None, column, PERCENTILES[match[1]]
         )
+    if name.startswith("count_") and name[6:] in LATENCY_COLUMNS:
+        column = name[6:]
+        rollup = _histogram_count(column, None, False) if column in ROLLUP_LATENCIES else None
+        return Measure(name, f"count({column})", rollup)
+    match = _COUNT_AT_MOST.match(name)
+    if match and match[1] in LATENCY_COLUMNS:
+        column, limit = match[1], match[2]
+        rollup = _histogram_count(column, limit, False) if column in ROLLUP_LATENCIES else None
+        return Measure(name, f"countIf({column} <= {limit})", rollup, counts_below=True)
     if name.startswith("avg_") and name[4:] in LATENCY_COLUMNS:
         column = name[4:]
         rollup = (
@@ -197,7 +209,8 @@ def measure(name: str) -> Measure:
     raise QueryError(
         f"unknown measure {name!r}; known: {', '.join(measure_names())}, "
         f"p<q>_<latency> (q in {', '.join(PERCENTILES)}; latency in {', '.join(LATENCY_COLUMNS)}), "
-        f"avg_<latency or token column>, sum_<token column> ({', '.join(TOKEN_COLUMNS)})"
+        f"avg_<latency or token column>, sum_<token column> ({', '.join(TOKEN_COLUMNS)}), "
+        "count_<latency> (requests with one), count_<latency>_le_<ms> (at most ms)"
     )
 
 
@@ -234,17 +247,27 @@ def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
     if len(thresholds) != 1 or next(iter(thresholds)) not in ROLLUP_LATENCIES:
         return None
     [(column, limit)] = thresholds.items()
-    # Histogram keys are bucket * 2 + ok: odd keys are successful requests' buckets.
-    low = f"if(k < 2, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, intDiv(k, 2) - 1))"
-    high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, intDiv(k, 2))"
-    share = f"least(1., greatest(0., ({limit} - {low}) / ({high} - {low})))"
-    histogram = f"sumMap({column}_hist)"
-    entries = f"mapKeys({histogram}), mapValues({histogram})"
-    below = f"arraySum(arrayMap((k, c) -> c * (k % 2) * {share}, {entries}))"
+    below = _histogram_count(column, limit, ok_only=True)
     if column != "tpot_ms":
         return below
-    with_value = f"arraySum(arrayMap((k, c) -> c * (k % 2), {entries}))"
-    return f"({ok} - {with_value} + {below})"
+    return f"({ok} - {_histogram_count(column, None, ok_only=True)} + {below})"
+
+
+def _histogram_count(column: str, limit: str | None, ok_only: bool) -> str:
+    """ClickHouse SQL counting, from a group of rollup rows' histograms of ``column``, the
+    requests with a value (at most ``limit`` when given, the limit's own bucket counted in
+    proportion to where the limit falls in it); successful requests only with ``ok_only``.
+    """
+    # Histogram keys are bucket * 2 + ok: odd keys are successful requests' buckets.
+    weight = "c * (k % 2)" if ok_only else "c"
+    if limit is not None:
+        low = f"if(k < 2, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, intDiv(k, 2) - 1))"
+        high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, intDiv(k, 2))"
+        weight += f" * least(1., greatest(0., ({limit} - {low}) / ({high} - {low})))"
+    elif not ok_only:
+        return f"sum(arraySum(mapValues({column}_hist)))"
+    histogram = f"sumMap({column}_hist)"
+    return f"arraySum(arrayMap((k, c) -> {weight}, mapKeys({histogram}), mapValues({histogram})))"
 
 
 def histogram_quantile_sql(column: str, level: str) -> str:

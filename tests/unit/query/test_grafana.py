@@ -85,7 +85,7 @@ def test_derived_columns_are_written_from_the_same_formula():
             derived={"burn": lambda col, var: burn_rate(col("attainment"), 1 - var("target"))},
         )
     ).sql
-    assert "(1 - attainment) / (1 - $target) AS burn" in sql
+    assert '(1 - attainment) / (1 - $target) AS "burn"' in sql
 
 
 def test_grouping_by_a_variable_needs_a_plan_that_does_not_depend_on_it():

@@ -35,7 +35,28 @@ def test_averages_and_sums_read_their_own_column():
     assert not measure("avg_ttft_ms").is_percentile and not measure("count").needs_thresholds
 
 
-@pytest.mark.parametrize("name", ["avg_status", "sum_ttft_ms", "avg_", "p95_status"])
+def test_counts_of_requests_with_a_latency_and_under_a_limit():
+    assert measure("count_ttft_ms").raw == "count(ttft_ms)"
+    assert measure("count_ttft_ms").rollup == "sum(arraySum(mapValues(ttft_ms_hist)))"
+    below = measure("count_e2e_ms_le_2500.5")
+    assert below.raw == "countIf(e2e_ms <= 2500.5)" and below.counts_below
+    assert below.rollup is not None and "(2500.5 - if(k < 2" in below.rollup
+    assert "k % 2" not in below.rollup  # every status, not only successful requests
+    assert measure("count_itl_p99_ms_le_40").rollup is None  # the rollups keep no ITL
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "avg_status",
+        "sum_ttft_ms",
+        "avg_",
+        "p95_status",
+        "count_status",
+        "count_ttft_ms_le_x",
+        "count_ttft_ms_le_",
+    ],
+)
 def test_a_name_that_only_looks_like_a_measure_is_unknown(name):
     with pytest.raises(QueryError, match="unknown measure"):
         measure(name)
