@@ -69,6 +69,11 @@ class Config:
     (/healthz and /readyz stay open; unset: no auth)."""
     basic_auth: str | None = None
     """USER:PASSWORD (HTTP basic auth) required where auth_token is (unset: no auth)."""
+    remote_read_max_samples: int = 10_000_000
+    """Most samples one query of a remote read may return; over it, HTTP 400 naming the
+    limit (Prometheus's own remote-read handler refuses over 5e7)."""
+    remote_read_max_series: int = 500_000
+    """Most series one query of a remote read may return; over it, HTTP 400."""
     seal_after_seconds: int = 10
     """A request sent as metric parts is sealed into `requests` once no part of it has
     come for this long (two of Prometheus's 5 s batch_send_deadline)."""

@@ -17,6 +17,7 @@ __all__ = [
     "IngestError",
     "InvalidArgument",
     "MigrationError",
+    "NotAvailable",
     "PayloadTooLarge",
     "PortInUse",
     "QueryError",
@@ -96,6 +97,12 @@ class UnsupportedMediaType(IngestError):
     """The Content-Type or Content-Encoding is not one the endpoint takes (HTTP 415)."""
 
     http_status = 415
+
+
+class NotAvailable(IngestError):
+    """The endpoint cannot serve this request as the receiver is configured (HTTP 501)."""
+
+    http_status = 501
 
 
 class PayloadTooLarge(IngestError):

@@ -3,6 +3,7 @@
 ==========================  =====================================================
 ``POST /api/v1/write``      Prometheus remote write 1.0 and 2.0 (by Content-Type)
 ``POST /api/v1/requests``   per-request events: NDJSON or an Arrow IPC stream
+``POST /api/v1/read``       Prometheus remote read (``SAMPLES`` responses)
 ``GET /metrics``            the receiver's own metrics
 ``GET /healthz``            the process is up
 ``GET /readyz``             the store answers
@@ -39,12 +40,14 @@ from warehouse.errors import (
     BufferFull,
     ConfigError,
     IngestError,
+    NotAvailable,
     SealingBehind,
     StoreError,
     StoreUnavailable,
     TooManyNewSeries,
     UnsupportedMediaType,
 )
+from warehouse.exporters import remote_read
 from warehouse.ingest import events, remote_write
 from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
@@ -65,6 +68,7 @@ __all__ = ["Receiver"]
 
 log = logging.getLogger("llmwh.receiver")
 
+READ_PATH = "/api/v1/read"
 V1_PROTO = "prometheus.WriteRequest"
 V2_PROTO = "io.prometheus.write.v2.Request"
 NDJSON_TYPES = {
@@ -120,6 +124,7 @@ class Receiver:
         self._routes: dict[tuple[str, str], Callable] = {
             ("POST", "/api/v1/write"): self._remote_write,
             ("POST", "/api/v1/requests"): self._events,
+            ("POST", READ_PATH): self._remote_read,
             ("GET", "/metrics"): self._metrics,
             ("GET", "/healthz"): self._healthz,
             ("GET", "/readyz"): self._readyz,
@@ -240,7 +245,8 @@ class Receiver:
                     [("www-authenticate", challenge(self.config.auth_token))],
                 )
                 return
-            with self.committer.hold(self._claim(scope) if method == "POST" else 0):
+            writes = method == "POST" and path != READ_PATH
+            with self.committer.hold(self._claim(scope) if writes else 0):
                 status = await handler(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
@@ -258,6 +264,51 @@ class Receiver:
             await respond(send, status, f"the store could not commit the write: {exc}\n")
         finally:
             self.metrics.http_requests.labels(endpoint, str(status)).inc()
+
+    async def _remote_read(self, scope: Scope, receive: Receive, send: Send) -> int:
+        kind, _ = media_type(header(scope, "content-type"))
+        if kind not in ("", remote_read.CONTENT_TYPE):
+            raise UnsupportedMediaType(
+                f"unsupported Content-Type {header(scope, 'content-type')!r}: remote read "
+                f"takes {remote_read.CONTENT_TYPE}"
+            )
+        encoding = (header(scope, "content-encoding") or "snappy").strip().lower()
+        if encoding != "snappy":
+            raise UnsupportedMediaType(
+                f"unsupported Content-Encoding {encoding!r}: remote read bodies are snappy "
+                "(block format)"
+            )
+        if self.config.tenant_header is not None:
+            # Plain series carry no tenant (docs/security.md), so a read cannot be
+            # scoped to one: refused rather than showing every tenant's series.
+            raise NotAvailable(
+                "remote read is not available in multi-tenant mode (tenant_header is set): "
+                "Prometheus series are not kept per tenant"
+            )
+        body = await read_body(scope, receive, self.config.max_body_bytes)
+        self.metrics.bytes_received.labels(READ_PATH).inc(len(body))
+        try:
+            payload = await asyncio.to_thread(
+                remote_read.answer,
+                self.store,
+                body,
+                self.config.remote_read_max_samples,
+                self.config.remote_read_max_series,
+            )
+        except StoreError as exc:
+            if isinstance(exc, StoreUnavailable):
+                raise
+            log.error("store could not answer a remote read: %s", exc)
+            await respond(send, 500, f"the store could not answer the read: {exc}\n")
+            return 500
+        await respond(
+            send,
+            200,
+            payload,
+            [("content-encoding", "snappy")],
+            content_type=remote_read.CONTENT_TYPE,
+        )
+        return 200
 
     def _claim(self, scope: Scope) -> int:
         """The bytes a write holds against ``buffer_bytes`` until it is answered: its

@@ -1,4 +1,4 @@
-"""Remote-write protobuf messages, built at import time from descriptors written here.
+"""Remote-write and remote-read protobuf messages, built at import time from descriptors.
 
 No ``protoc`` and no generated ``_pb2`` modules: each ``.proto`` file of the
 specifications is written below as a :class:`~google.protobuf.descriptor_pb2.FileDescriptorProto`
@@ -8,6 +8,8 @@ types and enum values are those of
 * Remote-Write 1.0: ``prometheus.WriteRequest`` (``prompb/remote.proto`` and
   ``prompb/types.proto``: ``TimeSeries``, ``Label``, ``Sample``, ``Exemplar``,
   ``Histogram``, ``BucketSpan``, ``MetricMetadata``);
+* Remote-Read: ``prometheus.ReadRequest`` and ``prometheus.ReadResponse``
+  (``prompb/remote.proto``; ``LabelMatcher`` and ``ReadHints`` of ``prompb/types.proto``);
 * Remote-Write 2.0-rc.4: ``io.prometheus.write.v2.Request``
   (``prompb/io/prometheus/write/v2/types.proto``), where ``start_timestamp`` lives
   on each ``Sample`` (field 3) and ``Histogram`` (field 17) and ``TimeSeries`` field 6
@@ -41,6 +43,7 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 __all__ = [
+    "READ",
     "V1",
     "V1_COLUMNS",
     "V1_COUNTS",
@@ -55,7 +58,9 @@ __all__ = [
     "V2_TOTALS",
     "Fields",
     "Records",
+    "delimited",
     "element_counts",
+    "encode_samples",
     "gather",
     "packed_doubles",
     "packed_varints",
@@ -67,6 +72,7 @@ __all__ = [
 _F = descriptor_pb2.FieldDescriptorProto
 _OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
 _TYPES = {
+    "bool": _F.TYPE_BOOL,
     "double": _F.TYPE_DOUBLE,
     "int64": _F.TYPE_INT64,
     "uint64": _F.TYPE_UINT64,
@@ -137,8 +143,14 @@ def _message(
     return message
 
 
-def _build(file_name: str, package: str, messages: list[descriptor_pb2.DescriptorProto]):
+def _build(
+    file_name: str,
+    package: str,
+    messages: list[descriptor_pb2.DescriptorProto],
+    dependencies: Iterable[str] = (),
+):
     proto = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="proto3")
+    proto.dependency.extend(dependencies)
     proto.message_type.extend(messages)
     _POOL.Add(proto)
     classes = {
@@ -246,6 +258,63 @@ V1 = _build(
             ],
         ),
     ],
+)
+
+# --- Remote-Read: prometheus.ReadRequest and ReadResponse -------------------------------
+# prompb/remote.proto and the LabelMatcher and ReadHints of prompb/types.proto; the
+# series of a response are 1.0's TimeSeries.
+
+READ = _build(
+    "llmwh/prometheus/read.proto",
+    _P1,
+    [
+        _message(
+            "ReadRequest",
+            [
+                _field("queries", 1, f".{_P1}.Query", repeated=True),
+                _field(
+                    "accepted_response_types",
+                    2,
+                    f"enum:.{_P1}.ReadRequest.ResponseType",
+                    repeated=True,
+                ),
+            ],
+            enums=[("ResponseType", [("SAMPLES", 0), ("STREAMED_XOR_CHUNKS", 1)])],
+        ),
+        _message("ReadResponse", [_field("results", 1, f".{_P1}.QueryResult", repeated=True)]),
+        _message(
+            "Query",
+            [
+                _field("start_timestamp_ms", 1, "int64"),
+                _field("end_timestamp_ms", 2, "int64"),
+                _field("matchers", 3, f".{_P1}.LabelMatcher", repeated=True),
+                _field("hints", 4, f".{_P1}.ReadHints"),
+            ],
+        ),
+        _message("QueryResult", [_field("timeseries", 1, f".{_P1}.TimeSeries", repeated=True)]),
+        _message(
+            "LabelMatcher",
+            [
+                _field("type", 1, f"enum:.{_P1}.LabelMatcher.Type"),
+                _field("name", 2, "string"),
+                _field("value", 3, "string"),
+            ],
+            enums=[("Type", [("EQ", 0), ("NEQ", 1), ("RE", 2), ("NRE", 3)])],
+        ),
+        _message(
+            "ReadHints",
+            [
+                _field("step_ms", 1, "int64"),
+                _field("func", 2, "string"),
+                _field("start_ms", 3, "int64"),
+                _field("end_ms", 4, "int64"),
+                _field("grouping", 5, "string", repeated=True),
+                _field("by", 6, "bool"),
+                _field("range_ms", 7, "int64"),
+            ],
+        ),
+    ],
+    dependencies=["llmwh/prometheus/remote.proto"],
 )
 
 # --- Remote-Write 2.0-rc.4: io.prometheus.write.v2.Request ------------------------------
@@ -784,3 +853,51 @@ V2_TOTALS = _build(
         ),
     ],
 )
+
+
+# --- Writing samples with numpy -----------------------------------------------------------
+
+
+def encode_samples(values: np.ndarray, timestamps: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """1.0 ``TimeSeries.samples`` entries (field 2) for every sample at once, and where
+    each sample's bytes start (``len(values) + 1`` offsets).
+
+    A series' slice of these bytes, after its labels, is its ``TimeSeries``: a Python
+    object per sample would cost more than reading the samples did. Every field is
+    written, zeros too (an explicit default is valid protobuf), and a value keeps its
+    bits (NaN payloads such as the staleness marker, infinities).
+    """
+    values = np.ascontiguousarray(values, np.float64)
+    stamps = np.asarray(timestamps, np.int64).view(np.uint64)  # negative: ten bytes
+    size = varint_size(stamps)
+    body = 9 + 1 + size  # Sample: tag + double, tag + varint; at most 20 bytes
+    starts = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(body + 2, out=starts[1:])  # + the entry's tag and one-byte length
+    buf = np.zeros(int(starts[-1]), np.uint8)
+    at = starts[:-1]
+    buf[at] = 0x12  # field 2, length-delimited
+    buf[at + 1] = body
+    buf[at + 2] = 0x09  # field 1, 64-bit
+    doubles = values.view(np.uint8).reshape(-1, 8)
+    for k in range(8):
+        buf[at + 3 + k] = doubles[:, k]
+    buf[at + 11] = 0x10  # field 2, varint
+    rest = stamps.copy()
+    for k in range(int(size.max(initial=0))):
+        more = size > k + 1
+        writing = size > k
+        byte = (rest & np.uint64(0x7F)).astype(np.uint8) | (more.astype(np.uint8) << 7)
+        buf[(at + 12 + k)[writing]] = byte[writing]
+        rest >>= np.uint64(7)
+    return buf.tobytes(), starts
+
+
+def delimited(number: int, payload: bytes) -> bytes:
+    """A length-delimited field: its tag, the payload's length as a varint, the payload."""
+    head = bytearray([number << 3 | 2])
+    size = len(payload)
+    while size >= 0x80:
+        head.append(size & 0x7F | 0x80)
+        size >>= 7
+    head.append(size)
+    return bytes(head) + payload

@@ -101,6 +101,7 @@ _AGGREGATES: dict[str, Callable[[Args], exp.Expression]] = {
     "max": lambda args: exp.Max(this=args[0]),
     "count": lambda args: exp.Count(this=args[0] if args else exp.Star()),
     "uniqExact": lambda args: exp.Count(this=exp.Distinct(expressions=list(args))),
+    "groupArray": lambda args: exp.ArrayAgg(this=args[0]),
 }
 
 
@@ -162,6 +163,19 @@ class WarehouseDuckDBGenerator(DuckDBGenerator):
             condition = prewhere.this if where is None else exp.and_(prewhere.this, where.this)
             expression.set("where", exp.Where(this=condition))
         return super().select_sql(expression)
+
+    def in_sql(self, expression: exp.In) -> str:
+        # GLOBAL IN ships a subquery's result to a cluster's shards; one DuckDB has none.
+        if expression.args.get("is_global"):
+            expression = expression.copy()
+            expression.set("is_global", None)
+        return super().in_sql(expression)
+
+    def join_sql(self, expression: exp.Join) -> str:
+        if expression.args.get("global_"):  # as GLOBAL IN
+            expression = expression.copy()
+            expression.set("global_", None)
+        return super().join_sql(expression)
 
     def quantile_sql(self, expression: exp.Quantile) -> str:
         # sqlglot reads ClickHouse's quantile(q)(x), which is approximate, as the exact
