@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +129,7 @@ def panel(
         sql = rendered.sql
         _QUESTIONS[sql] = query
         if rendered.plan.rollup and query.timeseries:
-            interval = "1m"
+            interval = f"{grafana.INTERVAL // timedelta(minutes=1)}m"
         source = "rollups and raw ragged ends" if rendered.plan.rollup else "raw rows"
         description = f"{description} From {source}.".strip()
     else:
@@ -513,7 +514,7 @@ def ab_difference_sql(dims: tuple[str, ...], level: float) -> str:
     the formulas of warehouse.query.stats rendered in SQL (one read: the control arm's
     figures reach the other rows by a window)."""
     arms = grafana.render(
-        PanelQuestion(["count", "good_count"], by=("ab_group",), filters=dims, thresholds=GOOD)
+        PanelQuestion(["count", "attainment"], by=("ab_group",), filters=dims, thresholds=GOOD)
     ).sql
     col = exp.column
     low, high = wilson_bounds(col("attainment"), col("n"), critical_value(level), SQL)
@@ -540,7 +541,7 @@ FROM (
       {low.sql("clickhouse")} AS low,
       {high.sql("clickhouse")} AS high
     FROM (
-      SELECT ab_group, count, toFloat64(count) AS n, good_count / n AS attainment
+      SELECT ab_group, count, toFloat64(count) AS n, attainment
       FROM (
 {arms}
       )
@@ -653,20 +654,22 @@ def ingest_health() -> dict[str, Any]:
         ),
         panel(
             "timeseries",
-            "Rows per interval by event time",
-            "SELECT time, kind, rows FROM (\n"
-            "  SELECT $__timeInterval(ts) AS time, 'requests' AS kind, sum(requests) AS rows\n"
-            "  FROM requests_1m WHERE $__timeFilter(ts) GROUP BY time\n"
-            "  UNION ALL\n"
-            "  SELECT $__timeInterval(timestamp) AS time, 'samples' AS kind, count() AS rows\n"
-            "  FROM samples WHERE $__timeFilter(timestamp) GROUP BY time\n"
-            ")\nORDER BY time",
-            (0, 6, 24, 8),
-            interval="1m",
-            description="Requests and Prometheus samples landed, by their own timestamps "
+            "Requests per interval by event time",
+            PanelQuestion(["count"], include_probes=True, timeseries=True),
+            (0, 6, 12, 8),
+            description="Requests landed, probes included, by their own timestamps "
             "(ClickHouse keeps no insert times here: system.part_log and system.query_log "
             "are off on the embedded server). The receiver's own counters are at its "
             "/metrics endpoint, for Prometheus.",
+        ),
+        panel(
+            "timeseries",
+            "Prometheus samples per interval by sample time",
+            "SELECT $__timeInterval(timestamp) AS time, count() AS samples\n"
+            "FROM samples\nWHERE $__timeFilter(timestamp)\nGROUP BY time\nORDER BY time",
+            (12, 6, 12, 8),
+            description="Float samples landed by remote write (a retried write's repeats "
+            "count until ClickHouse merges them away).",
         ),
     ]
     return dashboard(

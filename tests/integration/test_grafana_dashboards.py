@@ -260,26 +260,47 @@ def _assert_same(panel_frame: pl.DataFrame, api_frame: pl.DataFrame, title: str)
                 assert a == b, (title, name)
 
 
+def test_every_panel_of_a_measure_is_rendered_from_a_question():
+    """Only what no measure holds is SQL of its own: system tables, Prometheus samples,
+    and the A/B interval (built on a question, tested below against `llmwh ab`)."""
+    own = {
+        (name, p["title"])
+        for name, d in DASHBOARDS.items()
+        for p in d["panels"]
+        if p["targets"][0]["rawSql"] not in QUESTIONS
+    }
+    assert own == {
+        ("ingest-health.json", "Ingestion lag"),
+        ("ingest-health.json", "Seconds since the last write"),
+        ("ingest-health.json", "Tables"),
+        ("ingest-health.json", "Prometheus samples per interval by sample time"),
+        ("ab-comparison.json", "Attainment difference against the control arm"),
+    }
+
+
+# Not a minute: a panel's buckets and rates must follow Grafana's interval.
+INTERVAL = timedelta(minutes=2)
+
+
 @pytest.mark.parametrize(("dashboard", "panel", "question"), ASKED)
 def test_panel_answers_as_the_python_api(warehouse, dashboard, panel, question):
     variables, values = _defaults(DASHBOARDS[dashboard])
-    context = QueryContext(RAGGED.since, RAGGED.until, interval_seconds=60)
-    values["__interval_s"] = 60
+    seconds = INTERVAL.total_seconds()
+    context = QueryContext(RAGGED.since, RAGGED.until, interval_seconds=seconds)
+    values["__interval_s"] = seconds
     sql = interpolate(panel["targets"][0]["rawSql"], variables, context)
     shown = pl.from_arrow(warehouse.query_arrow(sql))
     rendered = render(question).plan
     # A panel reads raw rows where the planner would for some value of its variables
     # (it cannot change its tables by their values): its percentiles are then exact.
-    asked = question.question(RAGGED, timedelta(minutes=1), values)
+    asked = question.question(RAGGED, INTERVAL, values)
     if not rendered.rollup:
         asked = replace(asked, exact=True)
     answer = ask(warehouse, asked)
     _assert_same(shown, question.finish(pl.DataFrame(answer), values), panel["title"])
     # Panels read where the planner reads with every variable set: the same tables.
     every_set = {**values, **{name: ["a value"] for name in question.filters}}
-    planned = compile_question(
-        question.question(RAGGED, timedelta(minutes=1), every_set), SERVER, "llmwh"
-    ).plan
+    planned = compile_question(question.question(RAGGED, INTERVAL, every_set), SERVER, "llmwh").plan
     assert rendered.rollup == planned.rollup, (rendered.describe(), planned.describe())
     assert _tables(rendered) == _tables(planned)
 
@@ -314,6 +335,34 @@ def test_a_rollup_panel_counts_every_request_once_in_any_range(warehouse, since,
     shown = pl.from_arrow(warehouse.query_arrow(sql))
     answer = ask(warehouse, question.question(window, timedelta(minutes=1), {}))
     _assert_same(shown, pl.DataFrame(answer), str(window))
+
+
+@pytest.mark.parametrize("minutes", [0, 7, 49, 50, 51, 59])
+def test_a_window_read_from_rollups_counts_every_request_once_wherever_it_ends(warehouse, minutes):
+    """A window's cuts meet in some templates (here its start lands a minute before an
+    hour): the panel's pieces must still tile the window at every end."""
+    question = PanelQuestion(["count"], by=("model",), window=timedelta(hours=1, minutes=11))
+    rendered = render(question)
+    assert rendered.plan.rollup
+    end = END.replace(minute=0) - timedelta(minutes=60 - minutes, seconds=17)
+    window = TimeRange(RAGGED.since, end)
+    sql = interpolate(rendered.sql, {}, QueryContext(window.since, window.until, 60))
+    shown = pl.from_arrow(warehouse.query_arrow(sql))
+    answer = ask(warehouse, question.question(window, timedelta(minutes=1), {}))
+    _assert_same(shown, pl.DataFrame(answer), str(end))
+
+
+def test_a_panel_ordered_by_a_rollup_percentile_keeps_its_order_and_limit(warehouse):
+    question = PanelQuestion(
+        ["count", "p95_ttft_ms"], by=("model",), order_by="-p95_ttft_ms", limit=2
+    )
+    rendered = render(question)
+    assert rendered.plan.rollup
+    sql = interpolate(rendered.sql, {}, QueryContext(RAGGED.since, RAGGED.until, 60))
+    shown = warehouse.query_arrow(sql).to_pylist()
+    answer = ask(warehouse, question.question(RAGGED, timedelta(minutes=1), {}))
+    assert [r["model"] for r in shown] == answer["model"].to_list()
+    assert len(shown) == 2
 
 
 def test_ab_difference_panel_agrees_with_llmwh_ab(warehouse):

@@ -81,19 +81,20 @@ class PanelQuestion:
     """A dashboard variable naming the dimension to group by (``$group_by``), in place of
     ``by``; every option must be a plain column, and the plan must not depend on it."""
     exact: bool | None = None
+    include_probes: bool = False
     order_by: str | None = None
     limit: int | None = None
     derived: Mapping[str, Derived] = field(default_factory=dict)
     """Columns computed from the measures; the panel then shows the keys and these only."""
 
     def question(
-        self, range: TimeRange, interval: timedelta, variables: Mapping[str, Any]
+        self, time_range: TimeRange, interval: timedelta, variables: Mapping[str, Any]
     ) -> Question:
-        """The same question for the Python API: ``range`` is the dashboard's, ``interval``
+        """The same question for the Python API: ``time_range`` is the dashboard's, ``interval``
         Grafana's bucket, ``variables`` the values of the dashboard's variables (a list or
         None, meaning All, for a filter)."""
         if self.window is not None:
-            range = TimeRange(range.until - self.window, range.until)
+            time_range = TimeRange(time_range.until - self.window, time_range.until)
         by = list(self.by)
         if self.by_variable:
             by = [str(variables[self.by_variable])]
@@ -103,12 +104,13 @@ class PanelQuestion:
                 filters[name] = list(variables[name])
         return Question(
             measures=list(self.measures),
-            range=range,
+            range=time_range,
             by=by,
             filters=filters,
             interval=interval if self.timeseries else None,
             thresholds={c: float(variables[v]) for c, v in self.thresholds.items()},
             exact=self.exact,
+            include_probes=self.include_probes,
             order_by=self.order_by,
             limit=self.limit,
         )
@@ -140,10 +142,8 @@ _FROM = datetime(2001, 1, 1, 0, 0, 30, 500000, tzinfo=UTC)
 _TO = datetime(2001, 1, 1, 3, 10, 30, 500000, tzinfo=UTC)
 """The template range: whole hours, whole minutes and ragged ends, every cut distinct."""
 
-_MINUTE_MS = 60_000
-_HOUR_MS = 3_600_000
-
-
+_MINUTE, _HOUR = timedelta(minutes=1), timedelta(hours=1)
+_MINUTE_MS, _HOUR_MS = 60_000, 3_600_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -158,43 +158,47 @@ def _ceil(moment: datetime, step: timedelta) -> datetime:
 
 def _moments(since: datetime, until: datetime, since_sql: str) -> list[tuple[str, datetime, str]]:
     """(name, template value, SQL in ms) of every moment a plan of the template range can
-    cut at, in an order where each refers only to those before it. ``least`` and
-    ``greatest`` keep the cuts in order for a range too short for a whole minute or hour.
-    """
-    minute, hour = timedelta(minutes=1), timedelta(hours=1)
-    minutes_from = min(_ceil(since, minute), until)
-    minutes_to = max(_floor(until, minute), minutes_from)
-    hours_from = min(_ceil(since, hour), minutes_to)
+    cut at, each referring only to those before it. ``least`` and ``greatest`` keep the
+    cuts in order for a range too short for a whole minute or hour; the template values
+    are clamped alike."""
+    minutes_from = min(_ceil(since, _MINUTE), until)
+    minutes_to = max(_floor(until, _MINUTE), minutes_from)
+    hours_from = min(_ceil(since, _HOUR), minutes_to)
+    minute, hour = _MINUTE_MS, _HOUR_MS
     return [
-        ("from_ms", since, since_sql),
         ("to_ms", until, "toUnixTimestamp64Milli($__toTime_ms)"),
-        ("from_minute_ms", _floor(since, minute), f"intDiv(from_ms, {_MINUTE_MS}) * {_MINUTE_MS}"),
+        ("from_ms", since, since_sql),
+        ("from_minute_ms", _floor(since, _MINUTE), f"intDiv(from_ms, {minute}) * {minute}"),
         (
             "to_minute_ms",
-            _ceil(until, minute),
-            f"intDiv(to_ms + {_MINUTE_MS - 1}, {_MINUTE_MS}) * {_MINUTE_MS}",
+            _ceil(until, _MINUTE),
+            f"intDiv(to_ms + {minute - 1}, {minute}) * {minute}",
         ),
         (
             "minutes_from_ms",
             minutes_from,
-            f"least(intDiv(from_ms + {_MINUTE_MS - 1}, {_MINUTE_MS}) * {_MINUTE_MS}, to_ms)",
+            f"least(intDiv(from_ms + {minute - 1}, {minute}) * {minute}, to_ms)",
         ),
         (
             "minutes_to_ms",
             minutes_to,
-            f"greatest(intDiv(to_ms, {_MINUTE_MS}) * {_MINUTE_MS}, minutes_from_ms)",
+            f"greatest(intDiv(to_ms, {minute}) * {minute}, minutes_from_ms)",
         ),
         (
             "hours_from_ms",
             hours_from,
-            f"least(intDiv(from_ms + {_HOUR_MS - 1}, {_HOUR_MS}) * {_HOUR_MS}, minutes_to_ms)",
+            f"least(intDiv(from_ms + {hour - 1}, {hour}) * {hour}, minutes_to_ms)",
         ),
         (
             "hours_to_ms",
-            max(_floor(until, hour), hours_from),
-            f"greatest(intDiv(to_ms, {_HOUR_MS}) * {_HOUR_MS}, hours_from_ms)",
+            max(_floor(until, _HOUR), hours_from),
+            f"greatest(intDiv(to_ms, {hour}) * {hour}, hours_from_ms)",
         ),
     ]
+
+
+class _Ambiguous(Exception):
+    """Two cuts of the template fall on one moment: which one a piece ends at is unknown."""
 
 
 # -- rendering --------------------------------------------------------------------------
@@ -210,12 +214,22 @@ _FILTER_MARK = "grafana variable "
 
 def render(question: PanelQuestion) -> Rendered:
     """The panel SQL of ``question`` for grafana-clickhouse-datasource (v4)."""
-    since, until = _FROM, _TO
-    since_sql = "toUnixTimestamp64Milli($__fromTime_ms)"
-    if question.window is not None:
-        since = until - question.window
-        window_ms = int(question.window.total_seconds() * 1000)
-        since_sql = f"to_ms - {window_ms}"
+    # A window's template range ends where its cuts are distinct (or where the plan
+    # needs none of those that meet): tried minute by minute.
+    for shift in range(60 if question.window is not None else 1):
+        until = _TO + shift * _MINUTE
+        since, since_sql = _FROM, "toUnixTimestamp64Milli($__fromTime_ms)"
+        if question.window is not None:
+            since = until - question.window
+            since_sql = f"to_ms - {int(question.window.total_seconds() * 1000)}"
+        try:
+            return _render(question, since, until, since_sql)
+        except _Ambiguous:
+            continue
+    raise QueryError(f"cannot write the cuts of a {question.window} window for Grafana")
+
+
+def _render(question: PanelQuestion, since: datetime, until: datetime, since_sql: str) -> Rendered:
     by = list(question.by)
     if question.by_variable:
         if by:
@@ -234,6 +248,7 @@ def render(question: PanelQuestion) -> Rendered:
         interval=INTERVAL if question.timeseries else None,
         thresholds={column: 1.0 for column in question.thresholds},
         exact=question.exact,
+        include_probes=question.include_probes,
         order_by=question.order_by,
         limit=question.limit,
     )
@@ -242,9 +257,14 @@ def render(question: PanelQuestion) -> Rendered:
         raise QueryError("a panel grouped by a variable must read raw rows: its plan would vary")
     sql = compiled.sql.replace(f'"{_DATABASE}".', "")
     sql = _percentiles_in_sql(compiled, sql)
+    if compiled.sort_after is not None:  # sorted by a percentile: now in the SQL
+        order_by, limit = compiled.sort_after
+        direction = "DESC" if order_by.startswith("-") else "ASC"
+        sql = f'SELECT * FROM ({sql}) ORDER BY "{order_by.lstrip("-")}" {direction}'
+        sql += f" LIMIT {int(limit)}" if limit is not None else ""
     if question.timeseries:
         sql, found = _BUCKET.subn("$__timeInterval(ts)", sql)
-        assert found == 1, sql
+        _expect(found == 1, "the time bucket")
     if question.by_variable:
         variable = f"${{{question.by_variable}}}"
         sql = sql.replace('model AS "model"', f'{variable} AS "{variable}"')
@@ -255,6 +275,11 @@ def render(question: PanelQuestion) -> Rendered:
     if defined:
         sql = "WITH " + ",\n  ".join(f"{value} AS {name}" for name, value in defined) + "\n" + sql
     return Rendered(sql, compiled.plan)
+
+
+def _expect(found: bool, what: str) -> None:
+    if not found:
+        raise QueryError(f"the builder's SQL changed: {what} is not where the Grafana target looks")
 
 
 def _percentiles_in_sql(compiled: Compiled, sql: str) -> str:
@@ -268,7 +293,7 @@ def _percentiles_in_sql(compiled: Compiled, sql: str) -> str:
         )
     for column, items in by_column.items():
         merged = f"sumMap({column}_hist) AS _hist_{column}"
-        assert merged in sql, sql
+        _expect(merged in sql, f"the histogram of {column}")
         sql = sql.replace(merged, ", ".join(items))
     return sql
 
@@ -281,19 +306,20 @@ def _bind(
 ) -> tuple[str, list[tuple[str, str]]]:
     """``sql`` with every bound value replaced, and the ``WITH`` names it then needs."""
     parameters = compiled.parameters
-    # Where two cuts meet in the template (a window too short for a whole hour), the
-    # pieces are those of the finer cuts, named first.
-    by_value = {int(value.timestamp() * 1000): name for name, value, _ in reversed(moments)}
+    by_value: dict[int, list[str]] = {}
+    for name, value, _ in moments:
+        by_value.setdefault(int(value.timestamp() * 1000), []).append(name)
     used: set[str] = set()
 
     def bound(match: re.Match[str]) -> str:
-        name, _ = match[1], match[2]
+        name = match[1]
         value = parameters[name]
         if name.endswith(("since_ms", "until_ms")):
-            if value not in by_value:
-                raise QueryError(f"cannot write the cut {name} of this plan for Grafana")
-            used.add(by_value[value])
-            return by_value[value]
+            names = by_value.get(value, [])
+            if len(names) != 1:
+                raise _Ambiguous(name) if names else QueryError(f"no cut for {name}")
+            used.add(names[0])
+            return names[0]
         if name.startswith("limit_"):
             return f"${{{question.thresholds[name.removeprefix('limit_')]}}}"
         if name == "seconds":
@@ -301,16 +327,14 @@ def _bind(
                 return "$__interval_s"
             used.update(("from_ms", "to_ms"))
             return "((to_ms - from_ms) / 1000)"
-        if isinstance(value, str) and value.startswith(_FILTER_MARK):
-            raise AssertionError(f"a variable's filter was not replaced: {name}")
-        if isinstance(value, str):
+        if isinstance(value, str) and not value.startswith(_FILTER_MARK):
             return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
         raise QueryError(f"cannot write the bound value {name} for Grafana")
 
     for name in question.filters:
         placeholder = next(key for key, value in parameters.items() if value == _FILTER_MARK + name)
         condition = f"{name} IN ({{{placeholder}:String}})"
-        assert sql.count(condition) == 1, (condition, sql)
+        _expect(sql.count(condition) == 1, f"the filter of {name}")
         sql = sql.replace(condition, f"$__conditionalAll({name} IN (${{{name}}}), ${name})")
     sql = _PLACEHOLDER.sub(bound, sql)
     # Each moment refers to earlier ones only: define those a used one needs too.
@@ -322,6 +346,7 @@ def _bind(
 
 
 def _with_derived(question: PanelQuestion, compiled: Compiled, sql: str) -> str:
+    """The panel's keys and derived columns over the builder's answer, in its order."""
     keys = [c for c in compiled.columns if c not in question.measures]
     if question.by_variable:
         keys = [f"${{{question.by_variable}}}" if c == "model" else c for c in keys]

@@ -162,7 +162,7 @@ _THRESHOLD_MEASURES: dict[str, tuple[str, str]] = {
 }
 
 _PERCENTILE = re.compile(r"^p(50|75|90|95|99|999)_(\w+)$")
-_COUNT_AT_MOST = re.compile(r"^count_(\w+?)_le_(\d{1,7}(?:\.\d{1,3})?)$")
+_COUNT_AT_MOST = re.compile(r"^count_(\w+?)_le_(\d{1,7})$")  # a name is a result column
 
 
 def measure(name: str) -> Measure:

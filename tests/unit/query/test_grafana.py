@@ -28,7 +28,10 @@ def test_a_rollup_question_reads_hours_minutes_and_raw_ends_cut_at_the_range_end
         "requests",
     ]
     sql = rendered.sql
-    assert sql.startswith("WITH toUnixTimestamp64Milli($__fromTime_ms) AS from_ms,")
+    assert sql.startswith(
+        "WITH toUnixTimestamp64Milli($__toTime_ms) AS to_ms,\n"
+        "  toUnixTimestamp64Milli($__fromTime_ms) AS from_ms,"
+    )
     for cut in ("minutes_from_ms", "minutes_to_ms", "hours_from_ms", "hours_to_ms"):
         assert f"AS {cut}" in sql and f"fromUnixTimestamp64Milli({cut}, 'UTC')" in sql
     assert not BOUND.search(sql), "every bound value is replaced"
@@ -40,8 +43,8 @@ def test_a_raw_question_defines_only_the_range_ends():
     rendered = render(PanelQuestion(["p95_ttft_ms"], by=("client_app",)))
     assert not rendered.plan.rollup
     assert rendered.sql.startswith(
-        "WITH toUnixTimestamp64Milli($__fromTime_ms) AS from_ms,\n"
-        "  toUnixTimestamp64Milli($__toTime_ms) AS to_ms\nSELECT"
+        "WITH toUnixTimestamp64Milli($__toTime_ms) AS to_ms,\n"
+        "  toUnixTimestamp64Milli($__fromTime_ms) AS from_ms\nSELECT"
     )
     assert "quantilesExactInclusive(0.95)(ttft_ms)" in rendered.sql
 
@@ -98,3 +101,11 @@ def test_grouping_by_a_variable_needs_a_plan_that_does_not_depend_on_it():
 def test_a_variable_filters_text_columns_only():
     with pytest.raises(QueryError, match="plain text columns"):
         render(PanelQuestion(["count"], filters=("http_status",)))
+
+
+def test_a_window_whose_cuts_meet_in_the_template_is_written_from_another():
+    """A 71-minute window ending at the template's end starts a minute before an hour,
+    where its first whole minute and first whole hour are one moment."""
+    rendered = render(PanelQuestion(["count"], window=timedelta(hours=1, minutes=11)))
+    assert rendered.plan.rollup
+    assert "to_ms - 4260000 AS from_ms" in rendered.sql
