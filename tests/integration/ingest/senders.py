@@ -9,7 +9,10 @@ import os
 import shutil
 import socket
 import struct
+import subprocess
+import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 from polling import poll_until
@@ -78,3 +81,63 @@ def warehouse_samples(url: str, start: float, end: float) -> set[tuple]:
         labels = tuple(sorted([*dict(row["labels"]).items(), ("__name__", row["name"])]))
         samples.add((labels, row["ms"], comparable(row["value"])))
     return samples
+
+
+def start_prometheus(
+    directory: Path, *, remote_write: str | None = None, remote_read: str | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Debian's Prometheus on its own port and TSDB in ``directory``: scraping itself
+    every second and remote-writing to ``remote_write``, or scraping nothing and reading
+    through ``remote_read`` (an empty TSDB of its own, so every answer comes from there)."""
+    binary = require_binary("prometheus")
+    port = free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "prometheus.yml"
+    text = "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+    if remote_write:
+        text += f"""scrape_configs:
+  - job_name: prometheus
+    static_configs:
+      - targets: ["127.0.0.1:{port}"]
+remote_write:
+  - url: {remote_write}
+    queue_config:
+      batch_send_deadline: 1s
+      max_samples_per_send: 500
+    metadata_config:
+      send_interval: 2s
+"""
+    if remote_read:
+        text += f"""remote_read:
+  - url: {remote_read}
+    read_recent: true
+"""
+    config.write_text(text)
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={directory / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    wait_for(f"{base}/-/ready")
+    return process, base
+
+
+def sent_up_to(base: str, end: float) -> bool:
+    """Whether every sample Prometheus scraped up to ``end`` has been acknowledged.
+
+    It has sent one stamped ``end`` or later (so every earlier one has been queued:
+    it scrapes only itself, in order) and none is pending (queued, being sent or
+    retried), as one scrape of its own metrics says: one query reads both.
+    """
+    sent = "prometheus_remote_storage_queue_highest_sent_timestamp_seconds"
+    pending = "prometheus_remote_storage_samples_pending"
+    query = urllib.parse.urlencode({"query": f"{sent} >= {end:.3f} and on() sum({pending}) == 0"})
+    return bool(get_json(f"{base}/api/v1/query?{query}")["data"]["result"])

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 from polling import poll_until
-from senders import free_port, get_json, wait_for, warehouse_samples
-from test_prometheus_sender import prometheus_samples, sent_up_to, start_prometheus
+from senders import free_port, get_json, sent_up_to, start_prometheus, wait_for, warehouse_samples
+from test_prometheus_sender import prometheus_samples
 
 from warehouse.store.embedded import server_status, stop_server
 
@@ -85,7 +85,7 @@ class Warehouse:
 @pytest.mark.parametrize("victim", ["receiver", "clickhouse"])
 def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victim):
     warehouse = Warehouse(tmp_path)
-    prometheus, base = start_prometheus(tmp_path, warehouse.write_url)
+    prometheus, base = start_prometheus(tmp_path, remote_write=warehouse.write_url)
     rng = random.Random(f"kill-{victim}")
     try:
         start = time.time()
