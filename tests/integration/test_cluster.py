@@ -19,6 +19,7 @@ import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import cramjam
 import numpy as np
 import polars as pl
 import pyarrow.compute as pc
@@ -27,7 +28,10 @@ from polling import poll_until
 
 from warehouse.api import Warehouse, connect
 from warehouse.errors import StoreError
+from warehouse.exporters import remote_read
 from warehouse.ingest.events import encode_ndjson
+from warehouse.ingest.proto import READ, V1
+from warehouse.ingest.remote_write import decode_v1
 from warehouse.store import open_store, schema
 from warehouse.store.local_cluster import shard_states, start_cluster, start_shard, stop_cluster
 from warehouse.synthetic import Incident, synthetic_requests
@@ -365,3 +369,54 @@ def traffic_in_scope(wh: Warehouse) -> int:
         "WHERE service = 'chat' AND NOT is_probe"
     )
     return found["n"][0].as_py()
+
+
+def test_remote_read_answers_on_a_cluster_as_on_a_single_node(both):
+    """Series and samples are spread over the shards by series id; a read selects the
+    series on every shard and joins each to its samples."""
+    request = V1.WriteRequest()
+    t0 = int((datetime.now(UTC) - timedelta(hours=1)).timestamp()) * 1000
+    for k in range(120):
+        series = request.timeseries.add()
+        series.labels.add(name="__name__", value="vllm:num_requests_running")
+        series.labels.add(name="model", value=f"model-{k % 7}")
+        series.labels.add(name="pod", value=f"pod-{k}")
+        for i in range(30):
+            series.samples.add(timestamp=t0 + i * 15_000, value=float(k * 1000 + i))
+    decoded = decode_v1(request.SerializeToString())
+    for wh in both:
+        for table, data in (("series", decoded.series), ("samples", decoded.samples)):
+            wh.store.insert_arrow(table, data)
+    on_cluster, single = both
+    types = {"=": 0, "!=": 1, "=~": 2, "!~": 3}
+    read = READ.ReadRequest(
+        queries=[
+            READ.Query(
+                start_timestamp_ms=t0 + 60_000,
+                end_timestamp_ms=t0 + 300_000,
+                matchers=[
+                    READ.LabelMatcher(type=types[op], name=name, value=value)
+                    for name, op, value in matchers
+                ],
+            )
+            for matchers in (
+                [("__name__", "=", "vllm:num_requests_running")],
+                [("model", "=~", "model-[1-3]"), ("pod", "!~", ".*5")],
+            )
+        ]
+    )
+    body = bytes(cramjam.snappy.compress_raw(read.SerializeToString()))
+    answers = [
+        READ.ReadResponse.FromString(
+            bytes(cramjam.snappy.decompress_raw(remote_read.answer(wh.store, body, 10**6, 10**4)))
+        )
+        for wh in (on_cluster, single)
+    ]
+    assert answers[0] == answers[1]
+    every, some = answers[0].results
+    assert len(every.timeseries) == 120 and len(every.timeseries[0].samples) == 17
+    assert 0 < len(some.timeseries) < 120
+    shards = on_cluster.store.shard_urls
+    held = [open_store(url).query_arrow("SELECT count() AS n FROM samples")["n"][0].as_py()
+            for url in shards]  # fmt: skip
+    assert len(held) == 2 and all(n > 0 for n in held)
