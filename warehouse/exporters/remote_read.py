@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 
 from warehouse.errors import IngestError, QueryError
 from warehouse.ingest.proto import READ, V1, delimited, encode_samples
-from warehouse.query.series_read import Matcher, Selection, read_series
+from warehouse.query.series_read import Matcher, Selection, SeriesRead, read_series
 from warehouse.store.base import Store
 
 __all__ = ["CONTENT_TYPE", "READ_PROTO", "answer"]
@@ -49,11 +49,10 @@ def answer(store: Store, body: bytes, max_samples: int, max_series: int) -> byte
     results = []
     for index, query in enumerate(request.queries):
         try:
-            selection = _selection(query)
-            labels, values, stamps, offsets = read_series(store, selection, max_samples, max_series)
+            found = read_series(store, _selection(query), max_samples, max_series)
         except QueryError as exc:
             raise IngestError(f"query {index}: {exc}") from None
-        results.append(delimited(1, _query_result(labels, values, stamps, offsets)))
+        results.append(delimited(1, _query_result(found)))
     return bytes(cramjam.snappy.compress_raw(b"".join(results)))
 
 
@@ -83,13 +82,71 @@ def _selection(query: READ.Query) -> Selection:
     return Selection(matchers, query.start_timestamp_ms, query.end_timestamp_ms)
 
 
-def _query_result(labels, values, stamps, offsets) -> bytes:
-    """A ``QueryResult``: each series' labels from the protobuf runtime, then its samples
-    written at once by :func:`encode_samples`."""
-    samples, starts = encode_samples(values, stamps)
+def _query_result(found: SeriesRead) -> bytes:
+    """A ``QueryResult``: each series' labels and histograms from the protobuf runtime,
+    its float samples written at once by :func:`encode_samples`."""
+    samples, starts = encode_samples(found.values, found.timestamps)
+    offsets = found.offsets
     series = []
-    for i, pairs in enumerate(labels):
-        head = V1.TimeSeries(labels=[V1.Label(name=n, value=v) for n, v in pairs])
-        body = head.SerializeToString() + samples[starts[offsets[i]] : starts[offsets[i + 1]]]
+    for i, pairs in enumerate(found.labels):
+        head = V1.TimeSeries(
+            labels=[V1.Label(name=n, value=v) for n, v in pairs],
+            histograms=[_histogram(h) for h in found.histograms[i]],
+        ).SerializeToString()
+        # Field order on the wire is free: the samples (field 2) may follow histograms.
+        body = head + samples[starts[offsets[i]] : starts[offsets[i + 1]]]
         series.append(delimited(1, body))
     return b"".join(series)
+
+
+_RESET_HINTS = {"unknown": 0, "yes": 1, "no": 2, "gauge": 3}
+
+
+def _histogram(sample: dict) -> V1.Histogram:
+    """A stored native histogram sample as 1.0's ``Histogram``: the integer form (bucket
+    deltas) when every count is a whole number, as Prometheus's own histograms are; the
+    float form otherwise. 1.0 has no start timestamp: it is not sent."""
+    histogram = V1.Histogram(
+        sum=sample["sum"],
+        schema=sample["schema"],
+        zero_threshold=sample["zero_threshold"],
+        timestamp=sample["timestamp"],
+        reset_hint=_RESET_HINTS.get(sample["reset_hint"], 0),
+        positive_spans=_spans(sample, "positive"),
+        negative_spans=_spans(sample, "negative"),
+        custom_values=sample["custom_values"],
+    )
+    positive, negative = sample["positive_counts"], sample["negative_counts"]
+    counts = [sample["count"], sample["zero_count"], *positive, *negative]
+    # A zero count is left unset, as a sender's encoder leaves it: the same on the wire.
+    if all(_whole(c) for c in counts):
+        if sample["count"]:
+            histogram.count_int = int(sample["count"])
+        if sample["zero_count"]:
+            histogram.zero_count_int = int(sample["zero_count"])
+        histogram.positive_deltas.extend(_deltas(positive))
+        histogram.negative_deltas.extend(_deltas(negative))
+    else:
+        if sample["count"]:
+            histogram.count_float = sample["count"]
+        if sample["zero_count"]:
+            histogram.zero_count_float = sample["zero_count"]
+        histogram.positive_counts.extend(positive)
+        histogram.negative_counts.extend(negative)
+    return histogram
+
+
+def _spans(sample: dict, side: str) -> list[V1.BucketSpan]:
+    offsets, lengths = sample[f"{side}_span_offsets"], sample[f"{side}_span_lengths"]
+    return [V1.BucketSpan(offset=o, length=n) for o, n in zip(offsets, lengths, strict=True)]
+
+
+def _whole(count: float) -> bool:
+    return count.is_integer() and 0 <= count < 2**63
+
+
+def _deltas(counts: list[float]) -> list[int]:
+    """Bucket counts as an integer histogram carries them: each relative to the one
+    before, across spans."""
+    whole = [int(c) for c in counts]
+    return [b - a for a, b in zip([0, *whole], whole, strict=False)]

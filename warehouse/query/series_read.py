@@ -24,7 +24,14 @@ from warehouse.query import dialects
 from warehouse.query.builder import quote_identifier
 from warehouse.store.base import Store
 
-__all__ = ["OPERATORS", "Matcher", "Selection", "SeriesLimitExceeded", "read_series"]
+__all__ = [
+    "OPERATORS",
+    "Matcher",
+    "Selection",
+    "SeriesLimitExceeded",
+    "SeriesRead",
+    "read_series",
+]
 
 OPERATORS = ("=", "!=", "=~", "!~")
 _NAME = "__name__"
@@ -67,13 +74,47 @@ class SeriesLimitExceeded(QueryError):
     """A selection holds more samples or series than a read may return."""
 
 
+@dataclass(frozen=True)
+class SeriesRead:
+    """The series of a selection, sorted as Prometheus sorts label sets, and their
+    samples series after series in time order."""
+
+    labels: list[list[tuple[str, str]]]
+    """Each series' labels, ``__name__`` among them, sorted by name."""
+    values: np.ndarray
+    timestamps: np.ndarray
+    """Float samples: values and times (ms), series after series."""
+    offsets: np.ndarray
+    """Series ``i``'s float samples are ``[offsets[i], offsets[i + 1])``."""
+    histograms: list[list[dict[str, Any]]]
+    """Each series' native histogram samples, in time order: the columns of
+    `histogram_samples`, times as ms (``start_timestamp`` 0 when none)."""
+
+
+# The columns of a native histogram sample as a read returns them, with their types.
+_HISTOGRAM = {
+    "timestamp": ("toUnixTimestamp64Milli(timestamp)", "Int64"),
+    "start_timestamp": ("ifNull(toUnixTimestamp64Milli(start_timestamp), 0)", "Int64"),
+    "count": ("count", "Float64"),
+    "sum": ("sum", "Float64"),
+    "schema": ("schema", "Int32"),
+    "zero_threshold": ("zero_threshold", "Float64"),
+    "zero_count": ("zero_count", "Float64"),
+    "positive_span_offsets": ("positive_span_offsets", "Array(Int32)"),
+    "positive_span_lengths": ("positive_span_lengths", "Array(UInt32)"),
+    "positive_counts": ("positive_counts", "Array(Float64)"),
+    "negative_span_offsets": ("negative_span_offsets", "Array(Int32)"),
+    "negative_span_lengths": ("negative_span_lengths", "Array(UInt32)"),
+    "negative_counts": ("negative_counts", "Array(Float64)"),
+    "reset_hint": ("reset_hint", "String"),
+    "custom_values": ("custom_values", "Array(Float64)"),
+}
+
+
 def read_series(
     store: Store, selection: Selection, max_samples: int, max_series: int
-) -> tuple[list[list[tuple[str, str]]], np.ndarray, np.ndarray, np.ndarray]:
-    """The series of ``selection``, sorted as Prometheus sorts label sets, each with its
-    labels (``__name__`` among them, sorted by name); and all their samples, series
-    after series in time order: values, timestamps (ms) and ``len(labels) + 1`` offsets.
-    """
+) -> SeriesRead:
+    """The series of ``selection`` and their samples, float and native histogram."""
     for matcher in selection.matchers:
         matcher.check()
     if selection.start_ms > selection.end_ms:
@@ -86,6 +127,8 @@ def read_series(
 
 
 def _sql(store: Store, selection: Selection, cap: int) -> tuple[str, dict[str, Any]]:
+    """One query: per series id, its float samples (one branch of a UNION ALL) and its
+    histogram samples (the other) as arrays, joined to its labels."""
     db = quote_identifier(store.database)
     parameters: dict[str, Any] = {
         "start_ms": selection.start_ms,
@@ -114,23 +157,25 @@ def _sql(store: Store, selection: Selection, cap: int) -> tuple[str, dict[str, A
     where = " AND ".join(conditions) or "1 = 1"
     within = (
         "timestamp >= fromUnixTimestamp64Milli({start_ms:Int64}, 'UTC') "
-        "AND timestamp <= fromUnixTimestamp64Milli({end_ms:Int64}, 'UTC')"
+        "AND timestamp <= fromUnixTimestamp64Milli({end_ms:Int64}, 'UTC') "
+        f"AND id GLOBAL IN (SELECT id FROM {db}.series WHERE {where})"
     )
-    picked = f"id GLOBAL IN (SELECT id FROM {db}.series WHERE {where})"
-    if store.capabilities.collapsing_engines:
-        # A retried write's samples collapse into one row per (id, timestamp).
-        samples = f"SELECT id, timestamp, value FROM {db}.samples FINAL WHERE {within} AND {picked}"
-    else:
-        samples = (
-            f"SELECT id, timestamp, any(value) AS value FROM {db}.samples "
-            f"WHERE {within} AND {picked} GROUP BY id, timestamp"
-        )
+    floats = _rows(store, f"{db}.samples", within, {"value": "value"})
+    histograms = _rows(
+        store, f"{db}.histogram_samples", within, {f"h_{n}": e for n, (e, _) in _HISTOGRAM.items()}
+    )
+    empty = {f"h_{n}": f"CAST([] AS Array({t}))" for n, (_, t) in _HISTOGRAM.items()}
+    float_arrays = ", ".join(f"{a} AS {n}" for n, a in empty.items())
+    histogram_arrays = ", ".join(f"groupArray({n}) AS {n}" for n in empty)
     sql = (
-        "SELECT se.series_name AS metric_name, se.series_labels AS labels, "
-        "sa.timestamps AS timestamps, sa.sample_values AS sample_values FROM ("
+        "SELECT se.series_name AS metric_name, se.series_labels AS labels, sa.* FROM ("
         "SELECT id, groupArray(toUnixTimestamp64Milli(timestamp)) AS timestamps, "
-        "groupArray(value) AS sample_values "
-        f"FROM ({samples} LIMIT {{cap:UInt64}}) GROUP BY id"
+        f"groupArray(value) AS sample_values, {float_arrays} "
+        f"FROM ({floats} LIMIT {{cap:UInt64}}) GROUP BY id "
+        "UNION ALL "
+        "SELECT id, CAST([] AS Array(Int64)) AS timestamps, "
+        f"CAST([] AS Array(Float64)) AS sample_values, {histogram_arrays} "
+        f"FROM ({histograms} LIMIT {{cap:UInt64}}) GROUP BY id"
         ") AS sa GLOBAL INNER JOIN ("
         # Aliases apart from the columns: ClickHouse would read the WHERE's names as them.
         "SELECT id, any(metric_name) AS series_name, any(labels) AS series_labels "
@@ -141,38 +186,58 @@ def _sql(store: Store, selection: Selection, cap: int) -> tuple[str, dict[str, A
     return (sql if dialect == "clickhouse" else dialects.transpile(sql, dialect)), parameters
 
 
-def _series(
-    table: pa.Table, max_samples: int, max_series: int
-) -> tuple[list[list[tuple[str, str]]], np.ndarray, np.ndarray, np.ndarray]:
-    counts = pc.list_value_length(table.column("timestamps")).to_numpy(zero_copy_only=False)
-    total = int(counts.sum())
-    if total > max_samples:
+def _rows(store: Store, table: str, within: str, columns: dict[str, str]) -> str:
+    """The rows of ``table`` in the selection, one per (id, timestamp): a retried write's
+    repeats collapse (FINAL where the engine collapses them, a grouping where not)."""
+    if store.capabilities.collapsing_engines:
+        listed = ", ".join(f"{e} AS {n}" for n, e in columns.items())
+        return f"SELECT id, timestamp, {listed} FROM {table} FINAL WHERE {within}"
+    listed = ", ".join(f"any({e}) AS {n}" for n, e in columns.items())
+    return f"SELECT id, timestamp, {listed} FROM {table} WHERE {within} GROUP BY id, timestamp"
+
+
+def _series(table: pa.Table, max_samples: int, max_series: int) -> SeriesRead:
+    floats = pc.list_value_length(table.column("timestamps")).to_numpy(zero_copy_only=False)
+    kept = pc.list_value_length(table.column("h_timestamp")).to_numpy(zero_copy_only=False)
+    if int(floats.sum()) + int(kept.sum()) > max_samples:
         raise SeriesLimitExceeded(
             f"the query selects more than {max_samples:,} samples "
             "(remote_read_max_samples): narrow its matchers or its range"
         )
-    if table.num_rows > max_series:
-        raise SeriesLimitExceeded(
-            f"the query selects {table.num_rows:,} series, more than {max_series:,} "
-            "(remote_read_max_series): narrow its matchers"
-        )
+    # A series that held floats and histograms in the range has a row of each.
+    rows: dict[tuple[tuple[str, str], ...], list[int]] = {}
     names = table.column("metric_name").to_pylist()
-    labels = []
-    for name, pairs in zip(names, table.column("labels").to_pylist(), strict=True):
+    for row, (name, pairs) in enumerate(
+        zip(names, table.column("labels").to_pylist(), strict=True)
+    ):
         every = dict(pairs or ())
         every[_NAME] = name
-        labels.append(sorted((k, v) for k, v in every.items() if v != ""))
-    # Series in label order, each one's samples in time order.
-    order = sorted(range(len(labels)), key=labels.__getitem__)
+        rows.setdefault(tuple(sorted((k, v) for k, v in every.items() if v != "")), []).append(row)
+    if len(rows) > max_series:
+        raise SeriesLimitExceeded(
+            f"the query selects {len(rows):,} series, more than {max_series:,} "
+            "(remote_read_max_series): narrow its matchers"
+        )
+    labels = sorted(rows)  # as Prometheus sorts label sets
+    series_of_row = np.empty(table.num_rows, np.int64)
+    for index, key in enumerate(labels):
+        series_of_row[rows[key]] = index
     stamps = _flat(table.column("timestamps"), np.int64)
     values = _flat(table.column("sample_values"), np.float64)
-    owner = np.repeat(np.arange(len(labels)), counts)
-    rank = np.empty(len(labels), np.int64)
-    rank[order] = np.arange(len(labels))
-    by = np.lexsort((stamps, rank[owner]))
+    owner = np.repeat(series_of_row, floats)
+    by = np.lexsort((stamps, owner))
     offsets = np.zeros(len(labels) + 1, np.int64)
-    np.cumsum(counts[order], out=offsets[1:])
-    return [labels[i] for i in order], values[by], stamps[by], offsets
+    np.cumsum(np.bincount(owner, minlength=len(labels)), out=offsets[1:])
+    histograms: list[list[dict[str, Any]]] = [[] for _ in labels]
+    if kept.any():
+        columns = {n: table.column(f"h_{n}").to_pylist() for n in _HISTOGRAM}
+        for row in np.flatnonzero(kept):
+            for k in range(int(kept[row])):
+                sample = {n: columns[n][row][k] for n in _HISTOGRAM}
+                histograms[series_of_row[row]].append(sample)
+        for samples in histograms:
+            samples.sort(key=lambda h: h["timestamp"])
+    return SeriesRead([list(k) for k in labels], values[by], stamps[by], offsets, histograms)
 
 
 def _flat(column: pa.ChunkedArray, dtype: type) -> np.ndarray:

@@ -182,6 +182,57 @@ def test_a_series_written_by_remote_write_2_reads_back_with_its_labels(written):
     ]
 
 
+def native_histograms() -> list:
+    """An integer histogram (bucket deltas, two spans each side) and a float one with
+    custom buckets (schema -53) and a NaN sum with a payload."""
+    whole = V2.Histogram(
+        count_int=12, sum=3.25, schema=2, zero_threshold=1e-128, zero_count_int=2,
+        timestamp=T0, start_timestamp=T0 - 60_000, reset_hint=2,
+    )  # fmt: skip
+    whole.positive_spans.add(offset=-3, length=2)
+    whole.positive_spans.add(offset=4, length=2)
+    whole.positive_deltas.extend([1, 2, -1, 3])
+    whole.negative_spans.add(offset=1, length=1)
+    whole.negative_deltas.extend([1])
+    nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8DEADBEEF0001))[0]
+    custom = V2.Histogram(count_float=4.5, sum=nan, schema=-53, timestamp=T0 + STEP)
+    custom.positive_spans.add(offset=0, length=3)
+    custom.positive_counts.extend([0.5, 1.0, 3.0])
+    custom.custom_values.extend([0.1, 0.5, 1.0])
+    return [whole, custom]
+
+
+def test_native_histograms_read_back_as_native_histograms(written):
+    symbols = ["", "__name__", "vllm:e2e_request_latency_seconds", "model", "llama-3"]
+    request = V2.Request(symbols=symbols)
+    series = request.timeseries.add(labels_refs=[1, 2, 3, 4])
+    series.histograms.extend(native_histograms())
+    response = written.post(
+        "/api/v1/write",
+        bytes(cramjam.snappy.compress_raw(request.SerializeToString())),
+        content_type="application/x-protobuf;proto=io.prometheus.write.v2.Request",
+        content_encoding="snappy",
+    )
+    assert response.status == 204, response.text
+    body = read_body(query(("__name__", "=", "vllm:e2e_request_latency_seconds")))
+    answer = written.post("/api/v1/read", body)
+    assert answer.status == 200, answer.text
+    decoded = READ.ReadResponse.FromString(bytes(cramjam.snappy.decompress_raw(answer.body)))
+    ((got,),) = [result.timeseries for result in decoded.results]
+    assert [(label.name, label.value) for label in got.labels] == [
+        ("__name__", "vllm:e2e_request_latency_seconds"),
+        ("model", "llama-3"),
+    ]
+    assert not got.samples
+    wanted = []
+    for histogram in native_histograms():
+        histogram.ClearField("start_timestamp")  # 1.0's Histogram has none
+        wanted.append(V1.Histogram.FromString(histogram.SerializeToString()))
+    assert [h.SerializeToString(deterministic=True) for h in got.histograms] == [
+        h.SerializeToString(deterministic=True) for h in wanted
+    ]
+
+
 # -- refusals ---------------------------------------------------------------------------
 
 
