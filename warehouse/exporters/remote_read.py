@@ -18,7 +18,7 @@ import cramjam
 from google.protobuf.message import DecodeError
 
 from warehouse.errors import IngestError, QueryError
-from warehouse.ingest.proto import READ, V1, delimited, encode_samples
+from warehouse.ingest.proto import READ, V1, delimited, encode_samples, varint
 from warehouse.query.series_read import Matcher, Selection, SeriesRead, read_series
 from warehouse.store.base import Store
 
@@ -85,18 +85,22 @@ def _selection(query: READ.Query) -> Selection:
 def _query_result(found: SeriesRead) -> bytes:
     """A ``QueryResult``: each series' labels and histograms from the protobuf runtime,
     its float samples written at once by :func:`encode_samples`."""
-    samples, starts = encode_samples(found.values, found.timestamps)
+    encoded, starts = encode_samples(found.values, found.timestamps)
+    samples = memoryview(encoded)
     offsets = found.offsets
-    series = []
+    pieces: list[bytes | memoryview] = []
     for i, pairs in enumerate(found.labels):
         head = V1.TimeSeries(
             labels=[V1.Label(name=n, value=v) for n, v in pairs],
             histograms=[_histogram(h) for h in found.histograms[i]],
         ).SerializeToString()
         # Field order on the wire is free: the samples (field 2) may follow histograms.
-        body = head + samples[starts[offsets[i]] : starts[offsets[i + 1]]]
-        series.append(delimited(1, body))
-    return b"".join(series)
+        own = samples[starts[offsets[i]] : starts[offsets[i + 1]]]
+        pieces += [_SERIES_TAG, varint(len(head) + len(own)), head, own]
+    return b"".join(pieces)  # one copy of the samples' bytes
+
+
+_SERIES_TAG = b"\x0a"  # QueryResult.timeseries: field 1, length-delimited
 
 
 _RESET_HINTS = {"unknown": 0, "yes": 1, "no": 2, "gauge": 3}

@@ -67,6 +67,7 @@ __all__ = [
     "read_samples",
     "scan",
     "split_records",
+    "varint",
 ]
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -870,6 +871,8 @@ def encode_samples(values: np.ndarray, timestamps: np.ndarray) -> tuple[bytes, n
     values = np.ascontiguousarray(values, np.float64)
     stamps = np.asarray(timestamps, np.int64).view(np.uint64)  # negative: ten bytes
     size = varint_size(stamps)
+    if len(size) and size.min() == size.max():
+        return _same_size_samples(values, stamps, int(size[0]))
     body = 9 + 1 + size  # Sample: tag + double, tag + varint; at most 20 bytes
     starts = np.zeros(len(values) + 1, np.int64)
     np.cumsum(body + 2, out=starts[1:])  # + the entry's tag and one-byte length
@@ -892,12 +895,46 @@ def encode_samples(values: np.ndarray, timestamps: np.ndarray) -> tuple[bytes, n
     return buf.tobytes(), starts
 
 
+def varint(n: int) -> bytes:
+    """A non-negative integer as a protobuf varint."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def delimited(number: int, payload: bytes) -> bytes:
     """A length-delimited field: its tag, the payload's length as a varint, the payload."""
-    head = bytearray([number << 3 | 2])
-    size = len(payload)
-    while size >= 0x80:
-        head.append(size & 0x7F | 0x80)
-        size >>= 7
-    head.append(size)
-    return bytes(head) + payload
+    return bytes([number << 3 | 2]) + varint(len(payload)) + payload
+
+
+def _same_size_samples(
+    values: np.ndarray, stamps: np.ndarray, size: int
+) -> tuple[bytes, np.ndarray]:
+    """:func:`encode_samples` when every timestamp's varint has ``size`` bytes (the
+    usual case: times of one range in ms since 1970 take six): fixed-size records, each
+    field written for all samples at once."""
+    record = np.dtype(
+        [
+            ("tag", "u1"),
+            ("length", "u1"),
+            ("value_tag", "u1"),
+            ("value", "<f8"),
+            ("time_tag", "u1"),
+            ("time", "u1", (size,)),
+        ]
+    )
+    out = np.empty(len(values), record)
+    out["tag"] = 0x12
+    out["length"] = 10 + size
+    out["value_tag"] = 0x09
+    out["value"] = values
+    out["time_tag"] = 0x10
+    rest = stamps.copy()
+    for k in range(size):
+        more = np.uint8(0x80 if k < size - 1 else 0)
+        out["time"][:, k] = (rest & np.uint64(0x7F)).astype(np.uint8) | more
+        rest >>= np.uint64(7)
+    return out.tobytes(), np.arange(len(values) + 1, dtype=np.int64) * record.itemsize

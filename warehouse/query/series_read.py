@@ -225,7 +225,7 @@ def _series(table: pa.Table, max_samples: int, max_series: int) -> SeriesRead:
     stamps = _flat(table.column("timestamps"), np.int64)
     values = _flat(table.column("sample_values"), np.float64)
     owner = np.repeat(series_of_row, floats)
-    by = np.lexsort((stamps, owner))
+    by = _time_order(stamps, owner)
     offsets = np.zeros(len(labels) + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=len(labels)), out=offsets[1:])
     histograms: list[list[dict[str, Any]]] = [[] for _ in labels]
@@ -238,6 +238,20 @@ def _series(table: pa.Table, max_samples: int, max_series: int) -> SeriesRead:
         for samples in histograms:
             samples.sort(key=lambda h: h["timestamp"])
     return SeriesRead([list(k) for k in labels], values[by], stamps[by], offsets, histograms)
+
+
+def _time_order(stamps: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """The order of the samples, series after series in time order. A row's samples come
+    in a few runs already in time order (one per part the store read), which a stable
+    sort of one integer key (timsort) merges in about linear time."""
+    if not len(stamps):
+        return np.arange(0, dtype=np.int64)
+    low = int(stamps.min())
+    span = int(stamps.max()) - low + 1
+    if span * (int(owner.max()) + 1) >= 2**63:  # no room for one key: sort by two
+        return np.lexsort((stamps, owner))
+    key = owner * np.int64(span) + (stamps - np.int64(low))
+    return np.argsort(key, kind="stable")
 
 
 def _flat(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
