@@ -22,6 +22,7 @@ from warehouse.config import load_config, parse_listen
 from warehouse.errors import ConfigError
 from warehouse.query.named import bind, for_grafana, named_queries, read_query
 from warehouse.query.result import Result
+from warehouse.query.timerange import time_range
 from warehouse.render import FORMATS, footer_to_stderr, write_result
 
 __all__ = ["app"]
@@ -188,6 +189,37 @@ def sla(
             slo, by=_list(by), filters=_filters(where), since=since, until=until, exact=exact
         )
         _write(result, fmt, output)
+
+
+@app.command("report")
+def report(
+    slo: Annotated[
+        list[str],
+        typer.Option("--slo", help="An SLO to report on: a shipped name or a TOML path (repeat)"),
+    ],
+    since: Annotated[str, typer.Option("--since", help="Start of the report's range")] = "7d",
+    until: UntilOption = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="A dimension to rank the worst groups by")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write")] = Path(
+        "report.html"
+    ),
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Write an SLA report: one self-contained HTML file with charts, per SLO (its
+    objectives, attainment, budget burn-down, worst groups, root cause, drift)."""
+    from warehouse.exporters.report import gather, render  # matplotlib: only when asked
+
+    with _warehouse(store, data, config_file, read_only=True) as wh:
+        window = time_range(since, until)
+        figures = [gather(wh, name, window, by) for name in slo]
+    out.write_text(render(figures), encoding="utf-8")
+    empty = [f.slo.name for f in figures if f.empty]
+    note = f" (no request in range for {', '.join(empty)})" if empty else ""
+    typer.echo(f"wrote {out}{note}")
 
 
 @slo_app.command("apply")

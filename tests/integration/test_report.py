@@ -1,0 +1,113 @@
+"""`llmwh report`: one self-contained HTML file per run, from the query layer's figures,
+on every store, over generated traffic with an incident."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from warehouse.api import Warehouse
+from warehouse.exporters.report import gather, render
+from warehouse.query.timerange import TimeRange
+from warehouse.synthetic import Incident, synthetic_requests
+
+END = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+START = END - timedelta(hours=6)
+INCIDENT = Incident("zone-ttft", at=0.5, length=0.3)  # TTFT degrades in zone sh-b
+
+
+@pytest.fixture(scope="module")
+def wh(module_migrated):
+    module_migrated.insert_arrow(
+        "requests",
+        synthetic_requests(30_000, seed=21, start=START, span=END - START, incidents=[INCIDENT]),
+    )
+    return Warehouse(module_migrated)
+
+
+@pytest.fixture(scope="module")
+def page(wh) -> tuple[list, str]:
+    window = TimeRange(START, END)
+    figures = [gather(wh, name, window, "zone") for name in ("chat-assistant", "code-completion")]
+    return figures, render(figures)
+
+
+def test_the_page_fetches_nothing(page):
+    _, html = page
+    assert html.startswith("<!DOCTYPE html>")
+    assert "<script" not in html and "@import" not in html
+    # Only in-page references: SVG's clip paths and markers (`url(#id)`, `href="#id"`).
+    fetched = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]+)""", html)
+    fetched += re.findall(r"url\(\s*['\"]?([^)'\"]+)", html)
+    assert fetched and all(link.startswith("#") for link in fetched), fetched
+
+
+def test_every_slo_has_its_figures_and_charts(page):
+    figures, html = page
+    for figure in figures:
+        assert f"<h2>{figure.slo.name}</h2>" in html
+        for objective in figure.slo.objectives:
+            assert str(objective).replace("<", "&lt;").replace(">", "&gt;") in html
+    charts = re.findall(r"<svg.*?</svg>", html, flags=re.S)
+    assert len(charts) >= 3 * sum(not f.empty for f in figures) > 0
+    for chart in charts:
+        assert re.search(r'<path [^>]*d="M', chart), "a chart without drawn marks"
+
+
+def test_the_incident_zone_is_the_worst_and_named(page):
+    figures, html = page
+    chat = figures[0]
+    assert chat.worst is not None and chat.worst["zone"][0] == INCIDENT.target
+    assert f"<td>{INCIDENT.target}</td>" in html
+    # The root cause of the worst interval names the zone too.
+    assert chat.causes is not None
+    top = chat.causes.row(0, named=True)
+    assert (top["dimension"], top["value"]) == ("zone", INCIDENT.target)
+
+
+def test_the_budget_burn_down_ends_at_the_reported_budget(page):
+    figures, _ = page
+    for figure in (f for f in figures if not f.empty):
+        last = figure.over_time["budget_remaining"][-1]
+        assert last == pytest.approx(figure.summary["budget_remaining"], rel=1e-9)
+        assert figure.over_time["count"].sum() == figure.summary["count"]
+
+
+def test_sources_and_stated_errors_are_on_the_page(page):
+    figures, html = page
+    for figure in figures:
+        for text in figure.sources.values():
+            assert text.replace("'", "&#x27;") in html or text in html
+
+
+def test_a_range_without_requests_says_so(wh):
+    empty = TimeRange(START - timedelta(days=30), START - timedelta(days=29))
+    figure = gather(wh, "chat-assistant", empty, "zone")
+    assert figure.empty
+    assert "No request in this range" in render([figure])
+
+
+def test_the_cli_writes_the_file_and_refuses_an_unknown_slo(tmp_path):
+    store = f"duckdb:///{tmp_path / 'r.duckdb'}"
+    subprocess.run([sys.executable, "-m", "warehouse", "migrate", "up", "--store", store],
+                   check=True, capture_output=True, cwd=tmp_path)  # fmt: skip
+    out = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "warehouse", "report", "--slo", "chat-assistant", "--since",
+         "1d", "--out", str(out), "--store", store],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "no request in range for chat-assistant" in done.stdout
+    assert "No request in this range" in out.read_text()
+    bad = subprocess.run(
+        [sys.executable, "-m", "warehouse", "report", "--slo", "no-such-slo", "--store", store],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert bad.returncode == 1
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llmwh: error:") and "no-such-slo" in lines[0]

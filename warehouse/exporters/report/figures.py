@@ -1,0 +1,126 @@
+"""What an SLA report shows of one SLO over one range, asked of the query layer.
+
+Every figure comes from the Python API (:class:`warehouse.api.Warehouse`), so the report
+shows what `llmwh sla`, `root-cause` and `drift` say, from the same sources (an SLO
+rollup where one covers the question) with the same stated errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import polars as pl
+
+from warehouse.api import Warehouse
+from warehouse.errors import QueryError
+from warehouse.query.slo import SLO, load_slo
+from warehouse.query.timerange import TimeRange
+
+__all__ = ["SloFigures", "gather", "interval_for"]
+
+_INTERVALS = [timedelta(minutes=m) for m in (1, 5, 15, 60, 360, 1440)]
+_POINTS = 150
+
+
+@dataclass(frozen=True)
+class SloFigures:
+    """One SLO over one range."""
+
+    slo: SLO
+    range: TimeRange
+    interval: timedelta
+    summary: dict
+    """The one row of `llmwh sla` over the range (attainment, compliance, budget...)."""
+    over_time: pl.DataFrame
+    """Per interval: ``time``, ``count``, ``good_count``, ``attainment``, each
+    objective's measure, and ``budget_remaining`` as it stood at the interval's end."""
+    worst: pl.DataFrame | None
+    """`llmwh sla --by` its dimension, worst attainment first (None without ``by``)."""
+    by: str | None
+    worst_window: TimeRange | None
+    """The interval with the lowest attainment, where the root cause was asked."""
+    causes: pl.DataFrame | None
+    drift: pl.DataFrame
+    """Windows where the first objective's measure drifted (``alert`` set)."""
+    sources: dict[str, str]
+    """Per figure, the plan that answered it (source, stated errors)."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.summary.get("count")
+
+
+def interval_for(span: timedelta) -> timedelta:
+    """The finest bucket that draws ``span`` in at most about 150 points."""
+    for interval in _INTERVALS:
+        if span / interval <= _POINTS:
+            return interval
+    return _INTERVALS[-1]
+
+
+def gather(wh: Warehouse, slo: str | SLO, time_range: TimeRange, by: str | None) -> SloFigures:
+    """Ask the query layer everything the report shows of ``slo`` over ``time_range``."""
+    objective = slo if isinstance(slo, SLO) else load_slo(slo)
+    since, until = time_range.since, time_range.until
+    summary = wh.sla(objective, since=since, until=until)
+    row = summary.row(0, named=True) if summary.height else {"count": 0}
+    interval = interval_for(until - since)
+    minutes = f"{int(interval.total_seconds() // 60)}m"
+    measures = list(dict.fromkeys(["count", "good_count", "attainment", *objective.measures]))
+    series = wh.timeseries(
+        measures,
+        interval=minutes,
+        filters=objective.filters(),
+        since=since,
+        until=until,
+        thresholds=objective.thresholds,
+    )
+    over_time = _with_budget(pl.DataFrame(series), objective.error_budget)
+    sources = {"summary": summary.plan.describe(), "over time": series.plan.describe()}
+    worst = None
+    if by:
+        grouped = wh.sla(objective, by=[by], since=since, until=until)
+        worst = pl.DataFrame(grouped).sort("attainment", nulls_last=True)
+        sources[f"by {by}"] = grouped.plan.describe()
+    worst_window, causes = None, None
+    bad = over_time.filter(pl.col("count") > 0).sort("attainment", nulls_last=True)
+    if bad.height and row.get("count"):
+        start = bad["time"][0]
+        worst_window = TimeRange(start, min(start + interval, until))
+        found = wh.root_cause(
+            objective, since=worst_window.since, until=worst_window.until, limit=8
+        )
+        causes = pl.DataFrame(found)
+        sources["root cause"] = found.plan.describe()
+    drift = pl.DataFrame()
+    watched = objective.measures[0] if objective.measures else "attainment"
+    try:
+        drifted = wh.drift(
+            measure=watched,
+            interval=minutes,
+            filters=objective.filters(),
+            since=since,
+            until=until,
+            thresholds=objective.thresholds,
+        )
+        drift = pl.DataFrame(drifted).filter(pl.col("alert"))
+        sources["drift"] = drifted.plan.describe()
+    except QueryError:  # too few windows for a baseline
+        pass
+    return SloFigures(
+        objective, time_range, interval, row, over_time, worst, by, worst_window, causes,
+        drift, sources,
+    )  # fmt: skip
+
+
+def _with_budget(frame: pl.DataFrame, budget: float) -> pl.DataFrame:
+    """The error budget left at the end of each interval: 1 - the bad requests so far
+    over the bad requests the whole range allows, ending at `llmwh sla`'s figure."""
+    if frame.is_empty():
+        return frame.with_columns(pl.lit(None, pl.Float64).alias("budget_remaining"))
+    total = frame["count"].sum()
+    bad = (pl.col("count") - pl.col("good_count")).cum_sum()
+    allowed = budget * total if total else None
+    remaining = (1 - bad / allowed) if allowed else pl.lit(None, pl.Float64)
+    return frame.with_columns(remaining.alias("budget_remaining"))
