@@ -4,6 +4,7 @@
 ``POST /api/v1/write``      Prometheus remote write 1.0 and 2.0 (by Content-Type)
 ``POST /api/v1/requests``   per-request events: NDJSON or an Arrow IPC stream
 ``POST /api/v1/read``       Prometheus remote read (``SAMPLES`` responses)
+``GET /``                   the live overview page (HTML); ``GET /report`` the SLA report
 ``GET /metrics``            the receiver's own metrics
 ``GET /healthz``            the process is up
 ``GET /readyz``             the store answers
@@ -27,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from urllib.parse import parse_qs
 
 import cramjam
 import pyarrow as pa
@@ -34,13 +36,16 @@ import pyarrow.compute as pc
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from warehouse.api import Warehouse
 from warehouse.auth import authorized, challenge
 from warehouse.config import Config
 from warehouse.errors import (
     BufferFull,
     ConfigError,
     IngestError,
+    InvalidArgument,
     NotAvailable,
+    QueryError,
     SealingBehind,
     StoreError,
     StoreUnavailable,
@@ -69,6 +74,8 @@ __all__ = ["Receiver"]
 log = logging.getLogger("llmwh.receiver")
 
 READ_PATH = "/api/v1/read"
+READ_CONCURRENCY = 2
+"""Reads answered at once; more wait their turn (Prometheus's default limit is 10)."""
 V1_PROTO = "prometheus.WriteRequest"
 V2_PROTO = "io.prometheus.write.v2.Request"
 NDJSON_TYPES = {
@@ -117,14 +124,22 @@ class Receiver:
         )
         # Inserts of one flush's tables run side by side (ClickHouse takes each on a core).
         self._inserts = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmwh-insert")
+        # Reads (remote read, the pages) run on threads of their own, few: a burst of
+        # them must not take the threads that decode and commit writes.
+        self._reads = ThreadPoolExecutor(
+            max_workers=READ_CONCURRENCY, thread_name_prefix="llmwh-read"
+        )
         if self._batched_v1:
             self._written_series = WrittenSeries(
                 self.config.series_cache_size, self.config.series_refresh_seconds
             )
+        self._overview_pages = None
         self._routes: dict[tuple[str, str], Callable] = {
             ("POST", "/api/v1/write"): self._remote_write,
             ("POST", "/api/v1/requests"): self._events,
             ("POST", READ_PATH): self._remote_read,
+            ("GET", "/"): self._overview,
+            ("GET", "/report"): self._report,
             ("GET", "/metrics"): self._metrics,
             ("GET", "/healthz"): self._healthz,
             ("GET", "/readyz"): self._readyz,
@@ -161,6 +176,7 @@ class Receiver:
         """Flush every acknowledged write, then stop."""
         await self.committer.close()
         self._inserts.shutdown()
+        self._reads.shutdown()
         if self._sealing_watch is not None:
             self._sealing_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -235,7 +251,7 @@ class Receiver:
         status = 500
         try:
             # Health and readiness stay open for load balancers: they tell nothing else.
-            guarded = path.startswith("/api/") or path == "/metrics"
+            guarded = path.startswith("/api/") or path in ("/metrics", "/", "/report")
             if guarded and not self._authorized(scope):
                 status = 401
                 await respond(
@@ -288,7 +304,8 @@ class Receiver:
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.bytes_received.labels(READ_PATH).inc(len(body))
         try:
-            payload = await asyncio.to_thread(
+            payload = await asyncio.get_running_loop().run_in_executor(
+                self._reads,
                 remote_read.answer,
                 self.store,
                 body,
@@ -542,6 +559,36 @@ class Receiver:
         await respond(
             send, 200, generate_latest(self.metrics.registry), content_type=CONTENT_TYPE_LATEST
         )
+        return 200
+
+    async def _overview(self, scope: Scope, receive: Receive, send: Send) -> int:
+        return await self._page(send, lambda overview: overview.page())
+
+    async def _report(self, scope: Scope, receive: Receive, send: Send) -> int:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        return await self._page(send, lambda overview: overview.report(query))
+
+    async def _page(self, send: Send, draw: Callable) -> int:
+        """An HTML page of the overview, drawn off the event loop."""
+        if self._overview_pages is None:
+            from warehouse.exporters.report.live import Overview  # matplotlib: when asked
+
+            slos = [s.strip() for s in (self.config.slos or "").split(",") if s.strip()]
+            warehouse = Warehouse(self.store, self.config)
+            self._overview_pages = Overview(warehouse, self.metrics.registry, slos)
+        try:
+            pages = self._overview_pages
+            text = await asyncio.get_running_loop().run_in_executor(self._reads, draw, pages)
+        except (QueryError, InvalidArgument) as exc:
+            await respond(send, 400, f"llmwh: error: {exc}\n")
+            return 400
+        except StoreError as exc:
+            if isinstance(exc, StoreUnavailable):
+                raise
+            log.error("store could not answer the overview: %s", exc)
+            await respond(send, 500, f"the store could not answer: {exc}\n")
+            return 500
+        await respond(send, 200, text, content_type="text/html; charset=utf-8")
         return 200
 
     async def _healthz(self, scope: Scope, receive: Receive, send: Send) -> int:

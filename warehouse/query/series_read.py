@@ -10,7 +10,6 @@ which ClickHouse's ``match`` and DuckDB's ``regexp_matches`` both are.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import re2
 
 from warehouse.errors import QueryError
 from warehouse.query import dialects
@@ -35,7 +35,11 @@ __all__ = [
 
 OPERATORS = ("=", "!=", "=~", "!~")
 _NAME = "__name__"
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_QUIET = re2.Options()
+_QUIET.log_errors = False
+# The times a store can hold (ClickHouse's DateTime64 spans 1900 to 2299): a range past
+# them, as Prometheus's open-ended MinTime and MaxTime are, is read up to them.
+_EARLIEST_MS, _LATEST_MS = -2_208_988_800_000, 10_413_792_000_000
 
 
 @dataclass(frozen=True)
@@ -49,14 +53,15 @@ class Matcher:
     def check(self) -> None:
         if self.op not in OPERATORS:
             raise QueryError(f"bad matcher operator {self.op!r}: one of {', '.join(OPERATORS)}")
-        if not _LABEL_NAME.match(self.name):
-            raise QueryError(f"bad label name {self.name!r} in a matcher")
+        if not self.name:
+            raise QueryError("a matcher without a label name")
         if self.op in ("=~", "!~"):
-            try:  # Python's syntax is not RE2's; the store has the last word
-                re.compile(self.value)
-            except re.error as exc:
+            try:  # RE2's own parser: the stores' and Prometheus's syntax
+                re2.compile(self.value, _QUIET)
+            except re2.error as exc:
+                reason = exc.args[0].decode() if isinstance(exc.args[0], bytes) else exc
                 raise QueryError(
-                    f"bad regular expression {self.value!r} for {self.name}: {exc}"
+                    f"bad regular expression {self.value!r} for {self.name}: {reason}"
                 ) from None
 
 
@@ -117,23 +122,28 @@ def read_series(
     """The series of ``selection`` and their samples, float and native histogram."""
     for matcher in selection.matchers:
         matcher.check()
-    if selection.start_ms > selection.end_ms:
-        raise QueryError(
-            f"the range ends ({selection.end_ms}) before it starts ({selection.start_ms})"
-        )
-    sql, parameters = _sql(store, selection, max_samples + 1)
+    start = max(selection.start_ms, _EARLIEST_MS)
+    end = min(selection.end_ms, _LATEST_MS)
+    if start > end:  # as Prometheus answers such a range: with nothing
+        return SeriesRead([], np.array([]), np.array([], np.int64), np.zeros(1, np.int64), [])
+    clamped = Selection(selection.matchers, start, end)
+    sql, parameters = _sql(store, clamped, max_samples + 1, max_series + 1)
     table = store.query_arrow(sql, parameters)
     return _series(table, max_samples, max_series)
 
 
-def _sql(store: Store, selection: Selection, cap: int) -> tuple[str, dict[str, Any]]:
+def _sql(
+    store: Store, selection: Selection, cap: int, series_cap: int
+) -> tuple[str, dict[str, Any]]:
     """One query: per series id, its float samples (one branch of a UNION ALL) and its
-    histogram samples (the other) as arrays, joined to its labels."""
+    histogram samples (the other) as arrays, joined to its labels. ``cap`` bounds the
+    samples of each branch, ``series_cap`` the series (a series has at most two rows)."""
     db = quote_identifier(store.database)
     parameters: dict[str, Any] = {
         "start_ms": selection.start_ms,
         "end_ms": selection.end_ms,
         "cap": cap,
+        "rows": 2 * series_cap,
     }
     conditions = []
     for k, matcher in enumerate(selection.matchers):
@@ -142,8 +152,10 @@ def _sql(store: Store, selection: Selection, cap: int) -> tuple[str, dict[str, A
         else:
             parameters[f"n{k}"] = matcher.name
             value = f"coalesce(labels[{{n{k}:String}}], '')"
-        # Anchored as Prometheus anchors a label regex.
-        pattern = f"^(?:{matcher.value})$" if matcher.op in ("=~", "!~") else matcher.value
+        # Anchored as Prometheus anchors a label regex; `.` stops at a newline, as in
+        # Prometheus 2 and RE2, where ClickHouse's `match` would let it through.
+        regex = matcher.op in ("=~", "!~")
+        pattern = f"(?-s)^(?:{matcher.value})$" if regex else matcher.value
         parameters[f"v{k}"] = pattern
         bound = f"{{v{k}:String}}"
         conditions.append(
@@ -180,7 +192,7 @@ def _sql(store: Store, selection: Selection, cap: int) -> tuple[str, dict[str, A
         # Aliases apart from the columns: ClickHouse would read the WHERE's names as them.
         "SELECT id, any(metric_name) AS series_name, any(labels) AS series_labels "
         f"FROM {db}.series WHERE {where} GROUP BY id"
-        ") AS se ON se.id = sa.id"
+        ") AS se ON se.id = sa.id LIMIT {rows:UInt64}"
     )
     dialect = store.capabilities.dialect
     return (sql if dialect == "clickhouse" else dialects.transpile(sql, dialect)), parameters

@@ -52,14 +52,18 @@ class Client:
             "POST", path, body, {k.replace("_", "-"): v for k, v in headers.items()}
         )
 
-    def get(self, path: str) -> Response:
-        return self.request("GET", path)
+    def get(self, path: str, **headers: str) -> Response:
+        return self.request(
+            "GET", path, headers={k.replace("_", "-"): v for k, v in headers.items()}
+        )
 
     async def _request(self, method, path, body, headers, chunk) -> Response:
+        path, _, query = path.partition("?")
         scope = {
             "type": "http",
             "method": method,
             "path": path,
+            "query_string": query.encode(),
             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
         }
         pieces = [body[i : i + chunk] for i in range(0, len(body), chunk)] or [b""]

@@ -246,16 +246,44 @@ def post(client, body: bytes, **headers: str):
         (b"\xff\xff not snappy", "not snappy-compressed"),
         (bytes(cramjam.snappy.compress_raw(b"\x0a\x05\x08")), "not a valid prometheus.ReadRequest"),
         (read_body(query(("job", "=~", "(unclosed"))), "bad regular expression"),
-        (read_body(query(("job", "=~", "(?=ahead)x"))), "not RE2 syntax"),
-        (read_body(query(("bad-name", "=", "x"))), "bad label name"),
-        (read_body(query(("job", "=", "x"), start=T0 + 10, end=T0)), "ends"),
+        (read_body(query(("job", "=~", "(?=ahead)x"))), "invalid perl operator"),
+        (read_body(query(("job", "=~", "a{1001}"))), "invalid repetition size"),
+        (read_body(query(("", "=", "x"))), "without a label name"),
         (read_body(query(("job", "=", "x")), accepted=(1,)), "SAMPLES"),
     ],
-    ids=["not snappy", "not protobuf", "bad regex", "lookahead", "label name", "range", "type"],
+    ids=["not snappy", "not protobuf", "bad regex", "lookahead", "repeat", "no name", "type"],
 )
 def test_a_bad_read_is_a_400_naming_the_problem(refusing_client, body, message):
     response = post(refusing_client, body)
     assert response.status == 400 and message in response.text, response.text
+
+
+def test_re2_syntax_that_python_lacks_is_taken(written):
+    matchers = [("model", "=~", r"\p{L}+-3-\d+b"), ("zone", "=~", r"\Qa\E|b")]
+    (got,) = read(written, query(*matchers))
+    assert [labels["model"] for labels, _ in got] == ["llama-3-70b", "llama-3-8b"]
+
+
+def test_a_dot_stops_at_a_newline_as_in_prometheus(written):
+    request = V1.WriteRequest()
+    series = request.timeseries.add()
+    series.labels.add(name="__name__", value="multiline")
+    series.labels.add(name="v", value="a\nb")
+    series.samples.add(value=1.0, timestamp=T0)
+    body = bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
+    assert written.post("/api/v1/write", body, content_encoding="snappy").status == 204
+    assert read(written, query(("__name__", "=", "multiline"), ("v", "=~", "a.b"))) == [[]]
+    assert read(written, query(("__name__", "=", "multiline"), ("v", "=~", ".*"))) == [[]]
+    (got,) = read(written, query(("__name__", "=", "multiline"), ("v", "=~", "a\nb")))
+    assert len(got) == 1
+
+
+def test_an_open_range_and_a_reversed_one(written):
+    """Prometheus sends its MinTime and MaxTime for a range it leaves open, and answers
+    a range that ends before it starts with nothing."""
+    everything = query(("__name__", "=", "up"), start=-(2**63), end=2**63 - 1)
+    assert read(written, everything) == [expected(("__name__", "=", "up"), start=0, end=2**62)]
+    assert read(written, query(("__name__", "=", "up"), start=T0 + 10, end=T0)) == [[]]
 
 
 def test_an_unknown_matcher_type_is_a_400(refusing_client):

@@ -28,24 +28,37 @@ th, td { border-bottom: 1px solid #e5e5e5; padding: .25rem .7rem; text-align: ri
 th:first-child, td:first-child { text-align: left; }
 figure { margin: .8rem 0; } figure svg { max-width: 100%; height: auto; }
 .sources { font-size: 12px; color: #555; }
+form { margin: 1rem 0; } input, select, button { font: inherit; }
 """
 
 
-def render(reports: list[SloFigures], generated: datetime | None = None) -> str:
-    """The HTML document of one or more SLOs' figures."""
+def render(
+    reports: list[SloFigures],
+    generated: datetime | None = None,
+    *,
+    title: str = "SLA report",
+    header: str = "",
+    refresh_seconds: int | None = None,
+) -> str:
+    """The HTML document of one or more SLOs' figures; ``header`` (HTML) goes before
+    them, and with ``refresh_seconds`` the page reloads itself (the live overview)."""
     generated = generated or datetime.now(UTC)
     first = reports[0].range if reports else None
     span = f"{_when(first.since)} to {_when(first.until)}" if first else ""
     body = [
-        "<h1>SLA report</h1>",
+        f"<h1>{_e(title)}</h1>",
         f'<p class="muted">{_e(span)} (UTC) &middot; generated {_when(generated)}</p>',
+        header,
     ]
     for report in reports:
         body.append(_section(report))
+    refresh = (
+        f'<meta http-equiv="refresh" content="{int(refresh_seconds)}">' if refresh_seconds else ""
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>SLA report {_e(span)}</title><style>{_STYLE}</style></head>"
+        f"{refresh}<title>{_e(title)} {_e(span)}</title><style>{_STYLE}</style></head>"
         f"<body>{''.join(body)}</body></html>\n"
     )
 

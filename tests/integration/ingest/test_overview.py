@@ -1,0 +1,77 @@
+"""The live overview page at GET / of the receiver, and GET /report: the SLA report's
+sections drawn from the store it writes to, with the receiver's own health."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from warehouse.synthetic import Incident, synthetic_requests
+
+END = datetime.now(UTC) - timedelta(minutes=2)
+INCIDENT = Incident("zone-ttft", at=0.6, length=0.3)  # zone sh-b
+
+
+@pytest.fixture
+def loaded(make_client):
+    client = make_client(slos="chat-assistant")
+    client.app.store.insert_arrow(
+        "requests",
+        synthetic_requests(
+            20_000, seed=5, start=END - timedelta(hours=5), span=timedelta(hours=5),
+            incidents=[INCIDENT],
+        ),
+    )  # fmt: skip
+    return client
+
+
+def test_the_overview_shows_health_and_the_slos_of_the_last_hours(loaded):
+    response = loaded.get("/")
+    assert response.status == 200, response.text
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    page = response.text
+    assert '<meta http-equiv="refresh" content="60">' in page
+    assert "<h2>Receiver</h2>" in page and "writes/s" in page and "sealing lag" in page
+    assert "<h2>chat-assistant</h2>" in page
+    assert f"<td>{INCIDENT.target}</td>" in page  # the worst zone, named
+    assert len(re.findall(r"<svg", page)) >= 3
+    assert "<script" not in page and not re.search(r"""(?:src|href)=["']?https?:""", page)
+    # The form opens the full report for a chosen range.
+    assert "<form action='report' method='get'>" in page
+
+
+def test_the_report_page_takes_its_range_from_the_query(loaded):
+    response = loaded.get("/report?slo=chat-assistant&since=5h&by=zone")
+    assert response.status == 200, response.text
+    assert "<h2>chat-assistant</h2>" in response.text
+    assert f"<td>{INCIDENT.target}</td>" in response.text
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("slo=no-such-slo", "unknown SLO no-such-slo"),
+        ("slo=chat-assistant&since=yesterday", "yesterday"),
+        ("slo=chat-assistant&by=no_such_dimension", "no_such_dimension"),
+    ],
+)
+def test_a_bad_report_request_is_a_one_line_400(loaded, query, message):
+    response = loaded.get(f"/report?{query}")
+    assert response.status == 400
+    assert response.text.startswith("llmwh: error:") and message in response.text
+    assert response.text.count("\n") == 1
+
+
+def test_a_store_without_requests_says_so(client):
+    response = client.get("/")
+    assert response.status == 200
+    assert "No request in this range" in response.text
+
+
+def test_the_pages_need_the_receivers_credentials(make_client):
+    client = make_client(auth_token="s3cret", slos="chat-assistant")
+    assert client.get("/").status == 401
+    assert client.get("/report").status == 401
+    assert client.get("/", authorization="Bearer s3cret").status == 200
