@@ -364,6 +364,8 @@ def serve(
             f"warehouse ready: store {target.url}\n"
             f"  remote write:  http://{host}:{port}/api/v1/write\n"
             f"  events:        http://{host}:{port}/api/v1/requests\n"
+            f"  remote read:   http://{host}:{port}/api/v1/read\n"
+            f"  overview page: http://{host}:{port}/\n"
             + (_DEMO_HINTS if demo else f"  try: {_program()} migrate status\n")
             + "Ctrl-C stops it."
         )
