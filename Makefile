@@ -26,17 +26,19 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/insert_requests.py
 
-# Real remote-write senders for the integration tests: Debian's prometheus and
-# victoria-metrics (vmagent). Installed when missing and we are root; otherwise the
+# Real remote-write senders and readers for the integration tests: Debian's prometheus
+# and victoria-metrics (vmagent); and Debian's chromium, headless, which opens the SLA
+# report and the overview page. Installed when missing and we are root; otherwise the
 # tests that need them say so and skip.
 system-deps:
-	@if ! command -v prometheus >/dev/null || ! command -v vmagent >/dev/null; then \
+	@if ! command -v prometheus >/dev/null || ! command -v vmagent >/dev/null \
+			|| ! command -v chromium >/dev/null; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			echo "installing prometheus and victoria-metrics (Debian packages)"; \
+			echo "installing prometheus, victoria-metrics and chromium (Debian packages)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-				--no-install-recommends prometheus victoria-metrics >/dev/null; \
+				--no-install-recommends prometheus victoria-metrics chromium >/dev/null; \
 		else \
-			echo "prometheus/vmagent missing and not root: their tests will be skipped"; \
+			echo "prometheus/vmagent/chromium missing and not root: their tests will be skipped"; \
 		fi; \
 	fi
 

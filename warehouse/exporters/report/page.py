@@ -76,7 +76,8 @@ def _section(report: SloFigures) -> str:
     held = (row.get("attainment") or 0) >= target
     parts.append('<div class="cards">')
     parts.append(_card("attainment", _pct(row.get("attainment")), f"target {_pct(target)}", held))
-    parts.append(_card("window compliance", _pct(row.get("compliance")), f"{slo.window} windows"))
+    windows = f"{_duration(slo.window)} windows"
+    parts.append(_card("window compliance", _pct(row.get("compliance")), windows))
     remaining = row.get("budget_remaining")
     parts.append(
         _card("error budget left", _pct(remaining), "of the range's budget", (remaining or 0) >= 0)
