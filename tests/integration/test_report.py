@@ -12,6 +12,7 @@ import pytest
 
 from warehouse.api import Warehouse
 from warehouse.exporters.report import gather, render
+from warehouse.exporters.report.pdf import to_pdf
 from warehouse.query.timerange import TimeRange
 from warehouse.synthetic import Incident, synthetic_requests
 
@@ -104,6 +105,14 @@ def test_the_cli_writes_the_file_and_refuses_an_unknown_slo(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "no request in range for chat-assistant" in done.stdout
     assert "No request in this range" in out.read_text()
+    pdf = tmp_path / "report.pdf"
+    done = subprocess.run(
+        [sys.executable, "-m", "warehouse", "report", "--slo", "chat-assistant", "--format",
+         "pdf", "--out", str(pdf), "--store", store],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert pdf.read_bytes().startswith(b"%PDF-")
     bad = subprocess.run(
         [sys.executable, "-m", "warehouse", "report", "--slo", "no-such-slo", "--store", store],
         capture_output=True, text=True, cwd=tmp_path,
@@ -111,3 +120,12 @@ def test_the_cli_writes_the_file_and_refuses_an_unknown_slo(tmp_path):
     assert bad.returncode == 1
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("llmwh: error:") and "no-such-slo" in lines[0]
+
+
+def test_the_report_as_pdf(page, tmp_path):
+    weasyprint = pytest.importorskip("weasyprint", reason="the pdf extra is not installed")
+    _, html = page
+    document = weasyprint.HTML(string=html).render()
+    assert len(document.pages) >= 2  # cards, tables and charts of two SLOs
+    pdf = to_pdf(html)
+    assert pdf.startswith(b"%PDF-") and len(pdf) > 20_000

@@ -18,10 +18,12 @@ def _normalized(name: str) -> str:
 
 
 def declared() -> set[str]:
+    """The dependencies, and those of the optional extras a user may ask for (`pdf`):
+    a module of an extra is imported only where the extra's feature is used."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {
-        _normalized(re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0]) for dep in project["dependencies"]
-    }
+    extras = [deps for name, deps in project["optional-dependencies"].items() if name != "dev"]
+    every = [*project["dependencies"], *(dep for deps in extras for dep in deps)]
+    return {_normalized(re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0]) for dep in every}
 
 
 def third_party_imports() -> dict[str, set[str]]:

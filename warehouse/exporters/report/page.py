@@ -29,6 +29,9 @@ th:first-child, td:first-child { text-align: left; }
 figure { margin: .8rem 0; } figure svg { max-width: 100%; height: auto; }
 .sources { font-size: 12px; color: #555; }
 form { margin: 1rem 0; } input, select, button { font: inherit; }
+@page { size: A4; margin: 14mm; }
+@media print { body { margin: 0; max-width: none; } form { display: none; }
+  figure, table, .cards { break-inside: avoid; } }
 """
 
 
