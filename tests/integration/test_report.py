@@ -64,10 +64,12 @@ def test_the_incident_zone_is_the_worst_and_named(page):
     chat = figures[0]
     assert chat.worst is not None and chat.worst["zone"][0] == INCIDENT.target
     assert f"<td>{INCIDENT.target}</td>" in html
-    # The root cause of the worst interval names the zone too.
-    assert chat.causes is not None
-    top = chat.causes.row(0, named=True)
-    assert (top["dimension"], top["value"]) == ("zone", INCIDENT.target)
+    # The root cause of each of the worst intervals names the zone too.
+    assert chat.causes
+    for window, attainment, causes in chat.causes:
+        assert attainment < chat.slo.target and window.since >= START
+        top = causes.row(0, named=True)
+        assert (top["dimension"], top["value"]) == ("zone", INCIDENT.target)
 
 
 def test_the_budget_burn_down_ends_at_the_reported_budget(page):

@@ -20,6 +20,8 @@ from warehouse.query.timerange import TimeRange
 __all__ = ["SloFigures", "gather", "interval_for"]
 
 _INTERVALS = [timedelta(minutes=m) for m in (1, 5, 15, 60, 360, 1440)]
+WORST_WINDOWS = 3
+"""How many of the worst intervals (below the target) get a root cause."""
 _POINTS = 150
 
 
@@ -38,9 +40,9 @@ class SloFigures:
     worst: pl.DataFrame | None
     """`llmwh sla --by` its dimension, worst attainment first (None without ``by``)."""
     by: str | None
-    worst_window: TimeRange | None
-    """The interval with the lowest attainment, where the root cause was asked."""
-    causes: pl.DataFrame | None
+    causes: list[tuple[TimeRange, float, pl.DataFrame]]
+    """The intervals with the lowest attainment (at most :data:`WORST_WINDOWS`), each
+    with its attainment and `llmwh root-cause` over it."""
     drift: pl.DataFrame
     """Windows where the first objective's measure drifted (``alert`` set)."""
     sources: dict[str, str]
@@ -83,15 +85,14 @@ def gather(wh: Warehouse, slo: str | SLO, time_range: TimeRange, by: str | None)
         grouped = wh.sla(objective, by=[by], since=since, until=until)
         worst = pl.DataFrame(grouped).sort("attainment", nulls_last=True)
         sources[f"by {by}"] = grouped.plan.describe()
-    worst_window, causes = None, None
-    bad = over_time.filter(pl.col("count") > 0).sort("attainment", nulls_last=True)
-    if bad.height and row.get("count"):
-        start = bad["time"][0]
-        worst_window = TimeRange(start, min(start + interval, until))
-        found = wh.root_cause(
-            objective, since=worst_window.since, until=worst_window.until, limit=8
-        )
-        causes = pl.DataFrame(found)
+    causes = []
+    bad = over_time.filter((pl.col("count") > 0) & (pl.col("attainment") < objective.target))
+    for start, attainment in (
+        bad.sort("attainment").head(WORST_WINDOWS).select("time", "attainment").iter_rows()
+    ):
+        window = TimeRange(start, min(start + interval, until))
+        found = wh.root_cause(objective, since=window.since, until=window.until, limit=8)
+        causes.append((window, attainment, pl.DataFrame(found)))
         sources["root cause"] = found.plan.describe()
     drift = pl.DataFrame()
     watched = objective.measures[0] if objective.measures else "attainment"
@@ -109,7 +110,7 @@ def gather(wh: Warehouse, slo: str | SLO, time_range: TimeRange, by: str | None)
     except QueryError:  # too few windows for a baseline
         pass
     return SloFigures(
-        objective, time_range, interval, row, over_time, worst, by, worst_window, causes,
+        objective, time_range, interval, row, over_time, worst, by, causes,
         drift, sources,
     )  # fmt: skip
 

@@ -132,17 +132,15 @@ def _section(report: SloFigures) -> str:
             )
     if report.worst is not None and report.by:
         parts.append(_worst(report))
-    if report.causes is not None and report.worst_window is not None:
-        window = report.worst_window
+    for window, attainment, causes in report.causes:
         parts.append(
-            f"<h3>What carried the bad requests of the worst {_duration(report.interval)}"
-            f"</h3><p class='muted'>{_when(window.since)} to {_when(window.until)}: "
-            f"attainment {_pct(_attainment_at(report))}</p>"
+            f"<h3>What carried the bad requests of {_when(window.since)} to "
+            f"{_when(window.until)}</h3><p class='muted'>one of the worst "
+            f"{_duration(report.interval)} intervals: attainment {_pct(attainment)}</p>"
         )
         parts.append(
             _table(
-                report.causes,
-                ["dimension", "value", "count", "bad", "bad_rate", "lift", "contribution"],
+                causes, ["dimension", "value", "count", "bad", "bad_rate", "lift", "contribution"]
             )
         )
     parts.append(_drift(report))
@@ -151,6 +149,9 @@ def _section(report: SloFigures) -> str:
     )
     parts.append(f"<h3>Sources</h3><ul class='sources'>{sources}</ul>")
     return "<section>" + "".join(parts) + "</section>"
+
+
+_CAUSE_COLUMNS = ["dimension", "value", "count", "bad", "bad_rate", "lift", "contribution"]
 
 
 def _objectives(report: SloFigures) -> str:
@@ -190,12 +191,6 @@ def _drift(report: SloFigures) -> str:
         return "<h3>Drift</h3><p class='muted'>No drift alert in the range.</p>"
     watched = report.drift.columns[1]
     return "<h3>Drift alerts</h3>" + _table(report.drift, ["time", watched, "baseline_mean", "z"])
-
-
-def _attainment_at(report: SloFigures) -> float | None:
-    window = report.worst_window
-    hit = report.over_time.filter(pl.col("time") == window.since) if window else None
-    return hit["attainment"][0] if hit is not None and hit.height else None
 
 
 def _table(frame: pl.DataFrame, columns: list[str]) -> str:
