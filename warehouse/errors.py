@@ -17,7 +17,6 @@ __all__ = [
     "IngestError",
     "InvalidArgument",
     "MigrationError",
-    "NotAvailable",
     "PayloadTooLarge",
     "PortInUse",
     "QueryError",
@@ -97,12 +96,6 @@ class UnsupportedMediaType(IngestError):
     """The Content-Type or Content-Encoding is not one the endpoint takes (HTTP 415)."""
 
     http_status = 415
-
-
-class NotAvailable(IngestError):
-    """The endpoint cannot serve this request as the receiver is configured (HTTP 501)."""
-
-    http_status = 501
 
 
 class PayloadTooLarge(IngestError):

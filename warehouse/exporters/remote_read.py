@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from warehouse.errors import IngestError, QueryError
 from warehouse.ingest.proto import READ, V1, delimited, encode_samples, varint
+from warehouse.ingest.remote_write_tables import TENANT_LABEL
 from warehouse.query.series_read import Matcher, Selection, SeriesRead, read_series
 from warehouse.store.base import Store
 
@@ -33,8 +34,12 @@ _OPERATORS = {
 }
 
 
-def answer(store: Store, body: bytes, max_samples: int, max_series: int) -> bytes:
-    """The snappy-compressed ``ReadResponse`` to a snappy-compressed ``ReadRequest``."""
+def answer(
+    store: Store, body: bytes, max_samples: int, max_series: int, tenant: str | None = None
+) -> bytes:
+    """The snappy-compressed ``ReadResponse`` to a snappy-compressed ``ReadRequest``;
+    with ``tenant``, of that tenant's series only (their ``__tenant__`` label, which the
+    answer leaves out)."""
     request = _decode(body)
     accepted = list(request.accepted_response_types) or [_SAMPLES]
     if _SAMPLES not in accepted:
@@ -45,10 +50,10 @@ def answer(store: Store, body: bytes, max_samples: int, max_series: int) -> byte
     results = []
     for index, query in enumerate(request.queries):
         try:
-            found = read_series(store, _selection(query), max_samples, max_series)
+            found = read_series(store, _selection(query, tenant), max_samples, max_series)
         except QueryError as exc:
             raise IngestError(f"query {index}: {exc}") from None
-        results.append(delimited(1, _query_result(found)))
+        results.append(delimited(1, _query_result(found, hidden=TENANT_LABEL if tenant else "")))
     return bytes(cramjam.snappy.compress_raw(b"".join(results)))
 
 
@@ -63,16 +68,20 @@ def _decode(body: bytes) -> READ.ReadRequest:
         raise IngestError(f"the body is not a valid {READ_PROTO} protobuf message: {exc}") from None
 
 
-def _selection(query: READ.Query) -> Selection:
+def _selection(query: READ.Query, tenant: str | None) -> Selection:
     matchers = []
     for m in query.matchers:
         if m.type not in _OPERATORS:
             raise QueryError(f"unknown label matcher type {m.type} for {m.name!r}")
+        if tenant and m.name == TENANT_LABEL:
+            raise QueryError(f"{TENANT_LABEL} is set by the tenant header, not by a matcher")
         matchers.append(Matcher(m.name, _OPERATORS[m.type], m.value))
+    if tenant:
+        matchers.append(Matcher(TENANT_LABEL, "=", tenant))
     return Selection(matchers, query.start_timestamp_ms, query.end_timestamp_ms)
 
 
-def _query_result(found: SeriesRead) -> bytes:
+def _query_result(found: SeriesRead, hidden: str = "") -> bytes:
     """A ``QueryResult``: each series' labels and histograms from the protobuf runtime,
     its float samples written at once by :func:`encode_samples`."""
     encoded, starts = encode_samples(found.values, found.timestamps)
@@ -81,7 +90,7 @@ def _query_result(found: SeriesRead) -> bytes:
     pieces: list[bytes | memoryview] = []
     for i, pairs in enumerate(found.labels):
         head = V1.TimeSeries(
-            labels=[V1.Label(name=n, value=v) for n, v in pairs],
+            labels=[V1.Label(name=n, value=v) for n, v in pairs if n != hidden],
             histograms=[_histogram(h) for h in found.histograms[i]],
         ).SerializeToString()
         # Field order on the wire is free: the samples (field 2) may follow histograms.

@@ -44,7 +44,6 @@ from warehouse.errors import (
     ConfigError,
     IngestError,
     InvalidArgument,
-    NotAvailable,
     QueryError,
     SealingBehind,
     StoreError,
@@ -59,6 +58,7 @@ from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.receiver_metrics import ReceiverMetrics
+from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
 from warehouse.ingest.sealing import SealingLag, lag_limit
 from warehouse.store.base import Store
@@ -294,13 +294,11 @@ class Receiver:
                 f"unsupported Content-Encoding {encoding!r}: remote read bodies are snappy "
                 "(block format)"
             )
-        if self.config.tenant_header is not None:
-            # Plain series carry no tenant (docs/security.md), so a read cannot be
-            # scoped to one: refused rather than showing every tenant's series.
-            raise NotAvailable(
-                "remote read is not available in multi-tenant mode (tenant_header is set): "
-                "Prometheus series are not kept per tenant"
-            )
+        tenant = None
+        if self.config.tenant_header is not None:  # a read sees its tenant's series only
+            tenant = self._tenant(scope)
+            if not tenant:
+                raise IngestError(f"missing tenant header {self.config.tenant_header}")
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.bytes_received.labels(READ_PATH).inc(len(body))
         try:
@@ -311,6 +309,7 @@ class Receiver:
                 body,
                 self.config.remote_read_max_samples,
                 self.config.remote_read_max_series,
+                tenant,
             )
         except StoreError as exc:
             if isinstance(exc, StoreUnavailable):
@@ -433,11 +432,20 @@ class Receiver:
         decoded, pivot = split_requests(
             decoded, self.mapping, tenant, self.config.request_samples_as_series
         )
+        decoded = self._tenants_series(decoded, tenant)
         if self.new_series is not None:  # per-request samples are no series
             self.new_series.charge(tenant or "", decoded.series)
         decoded, too_old = self._within_retention(decoded)
         tables = {**_store_tables(decoded), "request_parts": parts_table(pivot)}
         return tables, (decoded, too_old, pivot)
+
+    def _tenants_series(
+        self, decoded: remote_write.DecodedWrite, tenant: str | None
+    ) -> remote_write.DecodedWrite:
+        """In multi-tenant mode, the write's series are its tenant's (``__tenant__``)."""
+        if self.config.tenant_header is None or not tenant:
+            return decoded
+        return with_tenant(decoded, tenant)
 
     @property
     def _batched_v1(self) -> bool:
@@ -458,6 +466,7 @@ class Receiver:
         decoded, pivot, left_out = remote_write.decode_v1_batch(
             bodies, cutoff, self.limits.as_tuple(), spec
         )
+        decoded = self._tenants_series(decoded, tenant)
         if self.new_series is not None:
             try:
                 self.new_series.charge(tenant, decoded.series)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from typing import Any
@@ -223,6 +223,61 @@ def series_id(metric_name: str, labels: Mapping[str, str]) -> str:
     digest = hashlib.md5(series_key(metric_name, labels), usedforsecurity=False).digest()
     raw = digest[7::-1] + digest[15:7:-1]
     return f"{raw[:4].hex()}-{raw[4:6].hex()}-{raw[6:8].hex()}-{raw[8:10].hex()}-{raw[10:].hex()}"
+
+
+TENANT_LABEL = "__tenant__"
+"""The label that makes a series one tenant's in multi-tenant mode (docs/security.md):
+reserved, as Prometheus reserves every name starting with ``__``."""
+
+
+def with_tenant(decoded: DecodedWrite, tenant: str) -> DecodedWrite:
+    """The write's series as ``tenant``'s own: ``__tenant__`` set among their labels
+    (whatever a sender put there), so that their ids, hashed over every label, differ
+    from another tenant's series of the same labels; every table's ids follow."""
+    series = decoded.series
+    if not series.num_rows:
+        return decoded
+    labels, ids = [], []
+    for name, pairs in zip(
+        series.column("metric_name").to_pylist(), series.column("labels").to_pylist(), strict=True
+    ):
+        tagged = {**dict(pairs), TENANT_LABEL: tenant}
+        labels.append(sorted(tagged.items()))
+        digest = hashlib.md5(series_key(name, tagged), usedforsecurity=False).digest()
+        ids.append(digest[7::-1] + digest[15:7:-1])  # as ClickHouse's reinterpretAsUUID
+    old = _storage(series.column("id"))
+    new = pa.array(ids, pa.binary(16))
+
+    def renamed(table: pa.Table) -> pa.Table:
+        if not table.num_rows:
+            return table
+        index = table.schema.get_field_index("id")
+        taken = new.take(pc.index_in(_storage(table.column("id")), value_set=old))
+        column = pa.ExtensionArray.from_storage(pa.uuid(), taken)
+        return table.set_column(index, table.schema.field(index), column)
+
+    series = renamed(series)
+    index = series.schema.get_field_index("labels")
+    series = series.set_column(
+        index, series.schema.field(index), pa.array(labels, series.schema.field(index).type)
+    )
+    return replace(
+        decoded,
+        series=series,
+        samples=renamed(decoded.samples),
+        histograms=renamed(decoded.histograms),
+        exemplars=renamed(decoded.exemplars),
+        starts=renamed(decoded.starts),
+    )
+
+
+def _storage(column: pa.ChunkedArray) -> pa.Array:
+    """The 16 bytes of each UUID of a column."""
+    return (
+        pa.concat_arrays([chunk.storage for chunk in column.chunks])
+        if column.num_chunks
+        else (pa.array([], pa.binary(16)))
+    )
 
 
 # --- what both decoders produce, before the checks ------------------------------------------

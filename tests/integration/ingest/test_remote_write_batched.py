@@ -24,6 +24,7 @@ from warehouse.ingest.app import Receiver
 from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.proto import V1
 from warehouse.ingest.remote_write import _decode_v1_python
+from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import parts_table, split_requests
 from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
@@ -148,6 +149,8 @@ def land_python(
 ) -> None:
     for raw in bodies:
         decoded, pivot = split_requests(_decode_v1_python(raw), MAPPING, tenant, keep_series)
+        if tenant:  # a tenant's series are its own (`__tenant__`), in C as in Python
+            decoded = with_tenant(decoded, tenant)
         for name, table in (
             ("series", decoded.series),
             ("samples", decoded.samples),
