@@ -18,6 +18,8 @@ from warehouse.synthetic import Incident, synthetic_requests
 
 END = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
 START = END - timedelta(hours=6)
+# A data line (the charts' ink) or a bar (red below the target, green above).
+DATA = re.compile(r"stroke: #1f4e79|fill: #c0392b|fill: #2e7d32")
 INCIDENT = Incident("zone-ttft", at=0.5, length=0.3)  # TTFT degrades in zone sh-b
 
 
@@ -56,7 +58,7 @@ def test_every_slo_has_its_figures_and_charts(page):
     charts = re.findall(r"<svg.*?</svg>", html, flags=re.S)
     assert len(charts) >= 3 * sum(not f.empty for f in figures) > 0
     for chart in charts:
-        assert re.search(r'<path [^>]*d="M', chart), "a chart without drawn marks"
+        assert DATA.search(chart), "a chart without its data drawn"
 
 
 def test_the_incident_zone_is_the_worst_and_named(page):
@@ -87,6 +89,15 @@ def test_sources_and_stated_errors_are_on_the_page(page):
             assert text.replace("'", "&#x27;") in html or text in html
 
 
+def test_a_range_shorter_than_an_interval_still_draws(wh):
+    moment = START + timedelta(hours=2, seconds=7)
+    figure = gather(wh, "chat-assistant", TimeRange(moment, moment + timedelta(seconds=40)), None)
+    assert not figure.empty and figure.over_time.height == 1
+    html = render([figure])
+    for chart in re.findall(r"<svg.*?</svg>", html, flags=re.S):
+        assert "<use " in chart  # the lone point, as a marker
+
+
 def test_a_range_without_requests_says_so(wh):
     empty = TimeRange(START - timedelta(days=30), START - timedelta(days=29))
     figure = gather(wh, "chat-assistant", empty, "zone")
@@ -115,13 +126,18 @@ def test_the_cli_writes_the_file_and_refuses_an_unknown_slo(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert pdf.read_bytes().startswith(b"%PDF-")
-    bad = subprocess.run(
-        [sys.executable, "-m", "warehouse", "report", "--slo", "no-such-slo", "--store", store],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
-    assert bad.returncode == 1
-    lines = bad.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("llmwh: error:") and "no-such-slo" in lines[0]
+    for args, named in (
+        (["--slo", "no-such-slo"], "no-such-slo"),
+        (["--slo", "chat-assistant", "--since", "99999999d"], "99999999d"),
+        (["--slo", "chat-assistant", "--by", "no_such_dimension"], "no_such_dimension"),
+    ):
+        bad = subprocess.run(
+            [sys.executable, "-m", "warehouse", "report", *args, "--store", store],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert bad.returncode == 1, bad.stderr
+        lines = bad.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("llmwh: error:") and named in lines[0]
 
 
 def test_the_report_as_pdf(page, tmp_path):

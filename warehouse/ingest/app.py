@@ -36,7 +36,6 @@ import pyarrow.compute as pc
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from warehouse.api import Warehouse
 from warehouse.auth import authorized, challenge
 from warehouse.config import Config
 from warehouse.errors import (
@@ -134,6 +133,7 @@ class Receiver:
                 self.config.series_cache_size, self.config.series_refresh_seconds
             )
         self._overview_pages = None
+        self._started = time.monotonic()
         self._routes: dict[tuple[str, str], Callable] = {
             ("POST", "/api/v1/write"): self._remote_write,
             ("POST", "/api/v1/requests"): self._events,
@@ -571,23 +571,36 @@ class Receiver:
         return 200
 
     async def _overview(self, scope: Scope, receive: Receive, send: Send) -> int:
-        return await self._page(send, lambda overview: overview.page())
+        tenant = self._reading_tenant(scope)
+        return await self._page(send, lambda overview: overview.page(tenant))
 
     async def _report(self, scope: Scope, receive: Receive, send: Send) -> int:
+        tenant = self._reading_tenant(scope)
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        return await self._page(send, lambda overview: overview.report(query))
+        return await self._page(send, lambda overview: overview.report(query, tenant))
+
+    def _overview_of(self):
+        from warehouse.exporters.report.live import Overview  # matplotlib: when asked
+
+        return Overview(self.store, self.config, self.metrics.registry, self._started)
+
+    def _reading_tenant(self, scope: Scope) -> str | None:
+        """In multi-tenant mode, the tenant a read is for: its header's (required)."""
+        if self.config.tenant_header is None:
+            return None  # the `tenant` setting scopes the warehouse, when set
+        tenant = self._tenant(scope)
+        if not tenant:
+            raise IngestError(f"missing tenant header {self.config.tenant_header}")
+        return tenant
 
     async def _page(self, send: Send, draw: Callable) -> int:
         """An HTML page of the overview, drawn off the event loop."""
-        if self._overview_pages is None:
-            from warehouse.exporters.report.live import Overview  # matplotlib: when asked
-
-            slos = [s.strip() for s in (self.config.slos or "").split(",") if s.strip()]
-            warehouse = Warehouse(self.store, self.config)
-            self._overview_pages = Overview(warehouse, self.metrics.registry, slos)
+        loop = asyncio.get_running_loop()
         try:
+            if self._overview_pages is None:
+                self._overview_pages = await loop.run_in_executor(self._reads, self._overview_of)
             pages = self._overview_pages
-            text = await asyncio.get_running_loop().run_in_executor(self._reads, draw, pages)
+            text = await loop.run_in_executor(self._reads, draw, pages)
         except (QueryError, InvalidArgument) as exc:
             await respond(send, 400, f"llmwh: error: {exc}\n")
             return 400

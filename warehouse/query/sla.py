@@ -33,7 +33,7 @@ from warehouse.query.builder import (
     RollupSource,
     compile_question,
 )
-from warehouse.query.registry import measure
+from warehouse.query.registry import dimension, measure
 from warehouse.query.result import Result
 from warehouse.query.run import execute, execute_all
 from warehouse.query.slo import OPERATORS, SLO, Objective
@@ -72,6 +72,7 @@ def evaluate(
     ``exact`` is passed to every question: True for exact figures from raw rows.
     """
     by = list(by)
+    keys = [dimension(name).name for name in by]  # result columns: attrs['gpu'] is gpu
     scope = scoped_filters(slo, filters)
     rollup = slo_apply.find(store, slo) if exact is not True else None
     sources = (rollup.source(store.capabilities.dialect),) if rollup is not None else ()
@@ -132,15 +133,17 @@ def evaluate(
         frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
     frame = _without_checks(frame, checks)
     if "windows" in answers:
-        compliance = _compliance(slo, pl.DataFrame(answers["windows"]), by, checks)
-        frame = _join(frame, compliance, by)
+        compliance = _compliance(slo, pl.DataFrame(answers["windows"]), keys, checks)
+        frame = _join(frame, compliance, keys)
     budget = slo.error_budget
     remaining = budget_remaining(pl.col("attainment"), budget)
     frame = frame.with_columns(remaining.alias("budget_remaining"))
     for label in burns:
         burn = spans[label] if together else pl.DataFrame(answers[f"burn {label}"])
-        rate = burn.select(*by, burn_rate(pl.col("attainment"), budget).alias(f"burn_rate_{label}"))
-        frame = _join(frame, rate, by)
+        rate = burn.select(
+            *keys, burn_rate(pl.col("attainment"), budget).alias(f"burn_rate_{label}")
+        )
+        frame = _join(frame, rate, keys)
     parts = {name: answer.plan for name, answer in answers.items()}
     parts.update({f"burn {label}": period.plan for label in spans})
     return Result.of(frame, period.plan, elapsed, parts)

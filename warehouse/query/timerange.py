@@ -37,7 +37,10 @@ def parse_duration(text: str) -> timedelta:
     ranks = [list(_UNITS).index(unit) for _, unit in parts]
     if ranks != sorted(set(ranks)):
         raise QueryError(f"bad duration {text!r}: write units from the largest down, as in 1h30m")
-    duration = timedelta(seconds=sum(float(n) * _UNITS[unit] for n, unit in parts))
+    try:
+        duration = timedelta(seconds=sum(float(n) * _UNITS[unit] for n, unit in parts))
+    except OverflowError:
+        raise QueryError(f"bad duration {text!r}: too long") from None
     if duration <= timedelta(0):
         raise QueryError(f"bad duration {text!r}: must be longer than zero")
     return duration
@@ -117,8 +120,11 @@ def time_range(
 ) -> TimeRange:
     """The range a question names; ``until`` defaults to now, ``since`` to an hour before."""
     now = _to_ms(now or datetime.now(UTC))
-    start = _to_ms(parse_instant(since if since is not None else "1h", now))
-    end = _to_ms(parse_instant(until, now))
+    try:
+        start = _to_ms(parse_instant(since if since is not None else "1h", now))
+        end = _to_ms(parse_instant(until, now))
+    except OverflowError:  # a duration back from now past the year 1
+        raise QueryError(f"bad time range: {since!r} reaches before the year 1") from None
     if start >= end:
         raise QueryError(
             f"bad time range: since ({start.isoformat()}) is not before until ({end.isoformat()})"

@@ -55,6 +55,8 @@ def test_the_report_page_takes_its_range_from_the_query(loaded):
         ("slo=no-such-slo", "unknown SLO no-such-slo"),
         ("slo=chat-assistant&since=yesterday", "yesterday"),
         ("slo=chat-assistant&by=no_such_dimension", "no_such_dimension"),
+        ("slo=chat-assistant&since=99999999d", "99999999d"),
+        ("slo=chat-assistant&since=1h&until=2h", "not before until"),
     ],
 )
 def test_a_bad_report_request_is_a_one_line_400(loaded, query, message):
@@ -75,3 +77,18 @@ def test_the_pages_need_the_receivers_credentials(make_client):
     assert client.get("/").status == 401
     assert client.get("/report").status == 401
     assert client.get("/", authorization="Bearer s3cret").status == 200
+
+
+def test_in_multi_tenant_mode_the_pages_show_the_headers_tenant_only(make_client):
+    client = make_client(tenant_header="X-Scope-OrgID", slos="chat-assistant")
+    client.app.store.insert_arrow(
+        "requests", synthetic_requests(6_000, seed=5, start=END - timedelta(hours=2),
+                                       span=timedelta(hours=2)),
+    )  # fmt: skip
+    assert client.get("/").status == 400  # no header: no tenant to show
+    for tenant in ("acme", "globex"):
+        page = client.get("/report?slo=chat-assistant&since=3h&by=tenant", x_scope_orgid=tenant)
+        assert page.status == 200, page.text
+        shown = set(re.findall(r"<tr><td>([a-z]+)</td><td>[\d,]+</td>", page.text))
+        assert shown <= {tenant}  # never another tenant's group
+        assert shown or tenant != "acme"  # acme calls the chat service

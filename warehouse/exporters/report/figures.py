@@ -8,16 +8,16 @@ rollup where one covers the question) with the same stated errors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
 from warehouse.api import Warehouse
-from warehouse.errors import QueryError
+from warehouse.query.registry import dimension
 from warehouse.query.slo import SLO, load_slo
 from warehouse.query.timerange import TimeRange
 
-__all__ = ["SloFigures", "gather", "interval_for"]
+__all__ = ["SloFigures", "gather", "interval_for", "min_group_size"]
 
 _INTERVALS = [timedelta(minutes=m) for m in (1, 5, 15, 60, 360, 1440)]
 WORST_WINDOWS = 3
@@ -78,41 +78,69 @@ def gather(wh: Warehouse, slo: str | SLO, time_range: TimeRange, by: str | None)
         until=until,
         thresholds=objective.thresholds,
     )
-    over_time = _with_budget(pl.DataFrame(series), objective.error_budget)
+    over_time = _on_grid(
+        _with_budget(pl.DataFrame(series), objective.error_budget), since, until, interval
+    )
     sources = {"summary": summary.plan.describe(), "over time": series.plan.describe()}
     worst = None
     if by:
         grouped = wh.sla(objective, by=[by], since=since, until=until)
-        worst = pl.DataFrame(grouped).sort("attainment", nulls_last=True)
+        key = dimension(by).name  # the column: attrs['gpu'] is gpu
+        least = min_group_size(row.get("count") or 0)
+        worst = (
+            pl.DataFrame(grouped)
+            .rename({key: by} if key != by else {})
+            .filter(pl.col("count") >= least)
+            .sort("attainment", nulls_last=True)
+        )
         sources[f"by {by}"] = grouped.plan.describe()
     causes = []
     bad = over_time.filter((pl.col("count") > 0) & (pl.col("attainment") < objective.target))
     for start, attainment in (
         bad.sort("attainment").head(WORST_WINDOWS).select("time", "attainment").iter_rows()
     ):
-        window = TimeRange(start, min(start + interval, until))
+        window = TimeRange(max(start, since), min(start + interval, until))
         found = wh.root_cause(objective, since=window.since, until=window.until, limit=8)
         causes.append((window, attainment, pl.DataFrame(found)))
-        sources["root cause"] = found.plan.describe()
-    drift = pl.DataFrame()
+        sources[f"root cause from {window.since:%Y-%m-%d %H:%M}"] = found.plan.describe()
     watched = objective.measures[0] if objective.measures else "attainment"
-    try:
-        drifted = wh.drift(
-            measure=watched,
-            interval=minutes,
-            filters=objective.filters(),
-            since=since,
-            until=until,
-            thresholds=objective.thresholds,
-        )
-        drift = pl.DataFrame(drifted).filter(pl.col("alert"))
-        sources["drift"] = drifted.plan.describe()
-    except QueryError:  # too few windows for a baseline
-        pass
+    drifted = wh.drift(
+        measure=watched,
+        interval=minutes,
+        filters=objective.filters(),
+        since=since,
+        until=until,
+        thresholds=objective.thresholds,
+    )
+    drift = pl.DataFrame(drifted).filter(pl.col("alert"))
+    sources["drift"] = drifted.plan.describe()
     return SloFigures(
         objective, time_range, interval, row, over_time, worst, by, causes,
         drift, sources,
     )  # fmt: skip
+
+
+def min_group_size(total: int) -> int:
+    """The fewest requests a group needs to be ranked among the worst: a group of a
+    handful of requests at 0% says nothing (a thousandth of the traffic, at least 10)."""
+    return max(10, total // 1000)
+
+
+def _on_grid(frame: pl.DataFrame, since, until, interval: timedelta) -> pl.DataFrame:
+    """Every interval of the range, those without requests as nulls (so that a chart
+    breaks its line there) but for the budget, which stands where it was."""
+    first = since - (since - datetime(1970, 1, 1, tzinfo=UTC)) % interval
+    grid = pl.DataFrame(
+        {"time": pl.datetime_range(first, until, interval, closed="left", time_unit="ms",
+                                   time_zone="UTC", eager=True)}
+    )  # fmt: skip
+    if frame.is_empty():
+        return grid.join(frame, on="time", how="left")
+    joined = grid.join(frame.with_columns(pl.col("time").cast(grid["time"].dtype)), on="time",
+                       how="left")  # fmt: skip
+    return joined.with_columns(
+        pl.col("budget_remaining").fill_null(strategy="forward").fill_null(1.0)
+    )
 
 
 def _with_budget(frame: pl.DataFrame, budget: float) -> pl.DataFrame:

@@ -14,19 +14,24 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from prometheus_client import CollectorRegistry
 
 from warehouse.api import Warehouse
+from warehouse.config import Config
 from warehouse.errors import QueryError
 from warehouse.exporters.report.figures import gather
-from warehouse.exporters.report.page import render
-from warehouse.query.slo import shipped_slos
+from warehouse.exporters.report.page import render, render_sections
 from warehouse.query.timerange import time_range
+from warehouse.store.base import Store
 
 __all__ = ["Overview"]
 
 REFRESH_SECONDS = 60
+REDRAW_SECONDS = 30
+MAX_REPORT_RANGE = timedelta(days=400)
+"""The longest range a report page answers (the hourly rollups' default retention)."""
 _WRITE_ENDPOINTS = ("/api/v1/write", "/api/v1/requests")
 
 
@@ -42,31 +47,45 @@ class Overview:
 
     def __init__(
         self,
-        warehouse: Warehouse,
+        store: Store,
+        config: Config,
         registry: CollectorRegistry,
-        slos: Sequence[str] = (),
+        started: float,
         hours: int = 6,
     ):
-        self.warehouse = warehouse
+        """``started``: when the receiver started (``time.monotonic()``), so that the
+        first page's rates are over the receiver's life, said so."""
+        self.store = store
+        self.config = config
         self.registry = registry
-        self.slos = list(slos) or shipped_slos()
+        self.slos = Warehouse(store, config).configured_slos()
         self.hours = hours
-        self._last = _Snapshot(time.monotonic(), 0.0, 0.0)
+        self._last = _Snapshot(started, 0.0, 0.0)
+        self._first = True
         self._lock = threading.Lock()
+        self._pages: dict[str | None, tuple[float, str]] = {}
 
-    def page(self) -> str:
-        """The overview: health, then each SLO over the last ``hours``."""
-        window = time_range(f"{self.hours}h", None)
-        figures = [gather(self.warehouse, name, window, "zone") for name in self.slos]
-        header = self._health() + _report_form(self.slos)
+    def page(self, tenant: str | None = None) -> str:
+        """The overview: health, then each SLO over the last ``hours``; the SLOs' part is
+        drawn at most every :data:`REDRAW_SECONDS` per tenant (each draw asks the store a
+        few questions per SLO), the health on every view."""
+        with self._lock:
+            cached = self._pages.get(tenant)
+        if cached is None or time.monotonic() - cached[0] > REDRAW_SECONDS:
+            window = time_range(f"{self.hours}h", None)
+            warehouse = Warehouse(self.store, self.config, tenant=tenant)
+            figures = [gather(warehouse, name, window, "zone") for name in self.slos]
+            cached = (time.monotonic(), render_sections(figures))
+            with self._lock:
+                self._pages[tenant] = cached
         return render(
-            figures,
+            [],
             title=f"llmwh: the last {self.hours} hours",
-            header=header,
+            header=self._health() + _report_form(self.slos) + cached[1],
             refresh_seconds=REFRESH_SECONDS,
         )
 
-    def report(self, query: Mapping[str, Sequence[str]]) -> str:
+    def report(self, query: Mapping[str, Sequence[str]], tenant: str | None = None) -> str:
         """The full report for ``?slo=NAME&since=7d[&until=...][&by=DIM]``."""
         names = list(query.get("slo", ())) or self.slos
         unknown = set(names) - set(self.slos)
@@ -77,41 +96,48 @@ class Overview:
             )
         since = _one(query, "since") or "7d"
         window = time_range(since, _one(query, "until"))
+        if window.until - window.since > MAX_REPORT_RANGE:
+            raise QueryError(f"a report page covers at most {MAX_REPORT_RANGE.days} days")
         by = _one(query, "by")
-        return render([gather(self.warehouse, name, window, by) for name in names])
+        warehouse = Warehouse(self.store, self.config, tenant=tenant)
+        return render([gather(warehouse, name, window, by) for name in names])
 
     def _health(self) -> str:
-        samples = {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for metric in self.registry.collect()
-            for s in metric.samples
-        }
+        samples = [s for metric in self.registry.collect() for s in metric.samples]
 
         def total(name: str, **labels: str) -> float:
             return sum(
-                value
-                for (sample, pairs), value in samples.items()
-                if sample == name and all((k, v) in pairs for k, v in labels.items())
+                s.value
+                for s in samples
+                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
             )
 
         writes = sum(
-            value
-            for (sample, pairs), value in samples.items()
-            if sample == "llmwh_receiver_http_requests_total"
-            and dict(pairs).get("endpoint") in _WRITE_ENDPOINTS
-            and dict(pairs).get("code", "").startswith("2")
+            s.value
+            for s in samples
+            if s.name == "llmwh_receiver_http_requests_total"
+            and s.labels.get("endpoint") in _WRITE_ENDPOINTS
+            and s.labels.get("code", "").startswith("2")
         )
-        rows = total("llmwh_receiver_written_total")
-        now = _Snapshot(time.monotonic(), writes, rows)
+        # Values landed: float samples, histograms, exemplars, requests and request parts
+        # (series rows are bookkeeping, counted once per write).
+        values = sum(
+            s.value
+            for s in samples
+            if s.name == "llmwh_receiver_written_total" and s.labels.get("kind") != "series"
+        )
+        now = _Snapshot(time.monotonic(), writes, values)
         with self._lock:
             last, self._last = self._last, now
+            first, self._first = self._first, False
         seconds = max(now.at - last.at, 1e-9)
+        over = "since the receiver started" if first else f"over the last {seconds:,.0f} s"
         flushes = total("llmwh_receiver_flush_seconds_count")
         flush_ms = 1000 * total("llmwh_receiver_flush_seconds_sum") / flushes if flushes else None
         lag = total("llmwh_receiver_sealing_lag_seconds")
         cards = [
-            ("writes/s", f"{(now.writes - last.writes) / seconds:,.1f}", "acknowledged"),
-            ("rows/s", f"{(now.rows - last.rows) / seconds:,.0f}", "written"),
+            ("writes/s", f"{(now.writes - last.writes) / seconds:,.1f}", f"acknowledged, {over}"),
+            ("values/s", f"{(now.rows - last.rows) / seconds:,.0f}", f"written, {over}"),
             ("flush latency", "&ndash;" if flush_ms is None else f"{flush_ms:,.0f} ms", "mean"),
             ("sealing lag", f"{lag:,.1f} s", "oldest unsealed part"),
         ]
@@ -129,7 +155,8 @@ def _report_form(slos: Sequence[str]) -> str:
         "<form action='report' method='get'><label>Full report for "
         f"<select name='slo'>{options}</select></label> <label>over the last "
         "<input name='since' value='7d' size='4'></label> <label>worst by "
-        "<input name='by' value='zone' size='8'></label> <button>open</button></form>"
+        "<input name='by' value='zone' size='8'></label> <label>until "
+        "<input name='until' placeholder='now' size='16'></label> <button>open</button></form>"
     )
 
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import polars as pl
 
 from warehouse.exporters.report import charts
-from warehouse.exporters.report.figures import SloFigures
+from warehouse.exporters.report.figures import SloFigures, min_group_size
 
-__all__ = ["render"]
+__all__ = ["render", "render_sections"]
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; color: #222; margin: 2rem auto; max-width: 60rem;
@@ -53,8 +53,7 @@ def render(
         f'<p class="muted">{_e(span)} (UTC) &middot; generated {_when(generated)}</p>',
         header,
     ]
-    for report in reports:
-        body.append(_section(report))
+    body.append(render_sections(reports))
     refresh = (
         f'<meta http-equiv="refresh" content="{int(refresh_seconds)}">' if refresh_seconds else ""
     )
@@ -64,6 +63,11 @@ def render(
         f"{refresh}<title>{_e(title)} {_e(span)}</title><style>{_STYLE}</style></head>"
         f"<body>{''.join(body)}</body></html>\n"
     )
+
+
+def render_sections(reports: list[SloFigures]) -> str:
+    """The sections of the SLOs' figures, without the document around them."""
+    return "".join(_section(report) for report in reports)
 
 
 def _section(report: SloFigures) -> str:
@@ -76,28 +80,36 @@ def _section(report: SloFigures) -> str:
         parts.append('<p class="missed">No request in this range: nothing to report.</p>')
         return "<section>" + "".join(parts) + "</section>"
     target = slo.target
-    held = (row.get("attainment") or 0) >= target
+    held = None if row.get("attainment") is None else row["attainment"] >= target
     parts.append('<div class="cards">')
     parts.append(_card("attainment", _pct(row.get("attainment")), f"target {_pct(target)}", held))
     windows = f"{_duration(slo.window)} windows"
     parts.append(_card("window compliance", _pct(row.get("compliance")), windows))
     remaining = row.get("budget_remaining")
     parts.append(
-        _card("error budget left", _pct(remaining), "of the range's budget", (remaining or 0) >= 0)
+        _card(
+            "error budget left",
+            _pct(remaining),
+            "of the range's budget",
+            None if remaining is None else remaining >= 0,
+        )
     )
     for label, _ in slo.burn_windows:
         rate = row.get(f"burn_rate_{label}")
-        parts.append(_card(f"burn rate {label}", _num(rate), "1 = on budget", (rate or 0) <= 1))
+        on_budget = None if rate is None else rate <= 1
+        parts.append(_card(f"burn rate {label}", _num(rate), "1 = on budget", on_budget))
     parts.append(_card("requests", f"{row['count']:,}", "valid, in scope"))
     parts.append("</div>")
     parts.append(_objectives(report))
     frame = report.over_time
+    span = (report.range.since, report.range.until)
     parts.append("<h3>Error budget over the range</h3>")
     parts.append(
         _figure(
             charts.line(
                 frame,
                 "budget_remaining",
+                span=span,
                 title="error budget left",
                 percent=True,
                 floor_zero=True,
@@ -109,6 +121,7 @@ def _section(report: SloFigures) -> str:
             charts.line(
                 frame,
                 "attainment",
+                span=span,
                 title=f"attainment per {_duration(report.interval)}",
                 limit=target,
                 limit_label=f"target {_pct(target)}",
@@ -123,6 +136,7 @@ def _section(report: SloFigures) -> str:
                     charts.line(
                         frame,
                         objective.measure,
+                        span=span,
                         title=f"{objective.measure} per {_duration(report.interval)}",
                         limit=objective.value,
                         limit_label=str(objective),
@@ -177,13 +191,22 @@ def _worst(report: SloFigures) -> str:
     by, frame = report.by, report.worst
     assert by is not None and frame is not None
     shown = frame.head(12)
-    labels = [str(v) for v in shown[by].to_list()]
-    values = [v if v is not None else 0.0 for v in shown["attainment"].to_list()]
+    least = min_group_size(report.summary.get("count") or 0)
+    heading = (
+        f"<h3>Worst {_e(by)}</h3><p class='muted'>by attainment, among the groups with at "
+        f"least {least:,} requests</p>"
+    )
+    if shown.is_empty():
+        return heading + "<p class='muted'>No group that large.</p>"
+    drawn = shown.filter(pl.col("attainment").is_not_null())
     chart = charts.bars(
-        labels, values, title=f"attainment by {by}, worst first", limit=report.slo.target
+        [str(v) for v in drawn[by].to_list()],
+        drawn["attainment"].to_list(),
+        title=f"attainment by {by}, worst first",
+        limit=report.slo.target,
     )
     columns = [by, "count", "attainment", "budget_remaining", "compliance"]
-    return f"<h3>Worst {_e(by)}</h3>" + _figure(chart) + _table(shown, columns)
+    return heading + _figure(chart) + _table(shown, columns)
 
 
 def _drift(report: SloFigures) -> str:
