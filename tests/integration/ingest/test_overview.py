@@ -33,6 +33,7 @@ def test_the_overview_shows_health_and_the_slos_of_the_last_hours(loaded):
     assert response.headers["content-type"] == "text/html; charset=utf-8"
     page = response.text
     assert '<meta http-equiv="refresh" content="60">' in page
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d to \d{4}-\d\d-\d\d \d\d:\d\d \(UTC\)", page)
     assert "<h2>Receiver</h2>" in page and "writes/s" in page and "sealing lag" in page
     assert "<h2>chat-assistant</h2>" in page
     assert f"<td>{INCIDENT.target}</td>" in page  # the worst zone, named

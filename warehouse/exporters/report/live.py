@@ -23,7 +23,7 @@ from warehouse.config import Config
 from warehouse.errors import QueryError
 from warehouse.exporters.report.figures import gather
 from warehouse.exporters.report.page import render, render_sections
-from warehouse.query.timerange import time_range
+from warehouse.query.timerange import TimeRange, time_range
 from warehouse.store.base import Store
 
 __all__ = ["Overview"]
@@ -63,7 +63,7 @@ class Overview:
         self._last = _Snapshot(started, 0.0, 0.0)
         self._first = True
         self._lock = threading.Lock()
-        self._pages: dict[str | None, tuple[float, str]] = {}
+        self._pages: dict[str | None, tuple[float, TimeRange, str]] = {}
 
     def page(self, tenant: str | None = None) -> str:
         """The overview: health, then each SLO over the last ``hours``; the SLOs' part is
@@ -75,14 +75,16 @@ class Overview:
             window = time_range(f"{self.hours}h", None)
             warehouse = Warehouse(self.store, self.config, tenant=tenant)
             figures = [gather(warehouse, name, window, "zone") for name in self.slos]
-            cached = (time.monotonic(), render_sections(figures))
+            cached = (time.monotonic(), window, render_sections(figures))
             with self._lock:
                 self._pages[tenant] = cached
+        _, window, sections = cached
         return render(
             [],
             title=f"llmwh: the last {self.hours} hours",
-            header=self._health() + _report_form(self.slos) + cached[1],
+            header=self._health() + _report_form(self.slos) + sections,
             refresh_seconds=REFRESH_SECONDS,
+            window=window,
         )
 
     def report(self, query: Mapping[str, Sequence[str]], tenant: str | None = None) -> str:

@@ -10,6 +10,7 @@ import polars as pl
 
 from warehouse.exporters.report import charts
 from warehouse.exporters.report.figures import SloFigures, min_group_size
+from warehouse.query.timerange import TimeRange
 
 __all__ = ["render", "render_sections"]
 
@@ -42,11 +43,13 @@ def render(
     title: str = "SLA report",
     header: str = "",
     refresh_seconds: int | None = None,
+    window: TimeRange | None = None,
 ) -> str:
     """The HTML document of one or more SLOs' figures; ``header`` (HTML) goes before
-    them, and with ``refresh_seconds`` the page reloads itself (the live overview)."""
+    them, and with ``refresh_seconds`` the page reloads itself (the live overview);
+    ``window`` is the range named at the top when no report gives it."""
     generated = generated or datetime.now(UTC)
-    first = reports[0].range if reports else None
+    first = reports[0].range if reports else window
     span = f"{_when(first.since)} to {_when(first.until)}" if first else ""
     body = [
         f"<h1>{_e(title)}</h1>",
