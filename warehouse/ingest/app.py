@@ -249,6 +249,7 @@ class Receiver:
             return
         endpoint = path
         status = 500
+        writes = method == "POST" and path != READ_PATH
         try:
             # Health and readiness stay open for load balancers: they tell nothing else.
             guarded = path.startswith("/api/") or path in ("/metrics", "/", "/report")
@@ -261,7 +262,6 @@ class Receiver:
                     [("www-authenticate", challenge(self.config.auth_token))],
                 )
                 return
-            writes = method == "POST" and path != READ_PATH
             with self.committer.hold(self._claim(scope) if writes else 0):
                 status = await handler(scope, receive, send)
         except BufferFull as exc:
@@ -276,8 +276,9 @@ class Receiver:
             await respond(send, status, f"{exc}\n", [("retry-after", str(RETRY_AFTER_SECONDS))])
         except StoreError as exc:
             status = 500
-            log.error("store refused a write: %s", exc)
-            await respond(send, status, f"the store could not commit the write: {exc}\n")
+            what = "commit the write" if writes else "answer"
+            log.error("the store could not %s on %s: %s", what, path, exc)
+            await respond(send, status, f"the store could not {what}: {exc}\n")
         finally:
             self.metrics.http_requests.labels(endpoint, str(status)).inc()
 
@@ -288,35 +289,19 @@ class Receiver:
                 f"unsupported Content-Type {header(scope, 'content-type')!r}: remote read "
                 f"takes {remote_read.CONTENT_TYPE}"
             )
-        encoding = (header(scope, "content-encoding") or "snappy").strip().lower()
-        if encoding != "snappy":
-            raise UnsupportedMediaType(
-                f"unsupported Content-Encoding {encoding!r}: remote read bodies are snappy "
-                "(block format)"
-            )
-        tenant = None
-        if self.config.tenant_header is not None:  # a read sees its tenant's series only
-            tenant = self._tenant(scope)
-            if not tenant:
-                raise IngestError(f"missing tenant header {self.config.tenant_header}")
+        _require_snappy(scope, "remote read")
+        tenant = self._required_tenant(scope)  # a read sees its tenant's series only
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.bytes_received.labels(READ_PATH).inc(len(body))
-        try:
-            payload = await asyncio.get_running_loop().run_in_executor(
-                self._reads,
-                remote_read.answer,
-                self.store,
-                body,
-                self.config.remote_read_max_samples,
-                self.config.remote_read_max_series,
-                tenant,
-            )
-        except StoreError as exc:
-            if isinstance(exc, StoreUnavailable):
-                raise
-            log.error("store could not answer a remote read: %s", exc)
-            await respond(send, 500, f"the store could not answer the read: {exc}\n")
-            return 500
+        payload = await asyncio.get_running_loop().run_in_executor(
+            self._reads,
+            remote_read.answer,
+            self.store,
+            body,
+            self.config.remote_read_max_samples,
+            self.config.remote_read_max_series,
+            tenant,
+        )
         await respond(
             send,
             200,
@@ -350,12 +335,7 @@ class Receiver:
                 f"unsupported Content-Type {header(scope, 'content-type')!r}: remote write takes "
                 f"application/x-protobuf with proto={V1_PROTO} or proto={V2_PROTO}"
             )
-        encoding = (header(scope, "content-encoding") or "snappy").strip().lower()
-        if encoding != "snappy":
-            raise UnsupportedMediaType(
-                f"unsupported Content-Encoding {encoding!r}: remote write bodies are snappy "
-                "(block format)"
-            )
+        _require_snappy(scope, "remote write")
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.bytes_received.labels("/api/v1/write").inc(len(body))
         tenant = self._tenant(scope)
@@ -571,11 +551,11 @@ class Receiver:
         return 200
 
     async def _overview(self, scope: Scope, receive: Receive, send: Send) -> int:
-        tenant = self._reading_tenant(scope)
+        tenant = self._required_tenant(scope)
         return await self._page(send, lambda overview: overview.page(tenant))
 
     async def _report(self, scope: Scope, receive: Receive, send: Send) -> int:
-        tenant = self._reading_tenant(scope)
+        tenant = self._required_tenant(scope)
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         return await self._page(send, lambda overview: overview.report(query, tenant))
 
@@ -583,15 +563,6 @@ class Receiver:
         from warehouse.exporters.report.live import Overview  # matplotlib: when asked
 
         return Overview(self.store, self.config, self.metrics.registry, self._started)
-
-    def _reading_tenant(self, scope: Scope) -> str | None:
-        """In multi-tenant mode, the tenant a read is for: its header's (required)."""
-        if self.config.tenant_header is None:
-            return None  # the `tenant` setting scopes the warehouse, when set
-        tenant = self._tenant(scope)
-        if not tenant:
-            raise IngestError(f"missing tenant header {self.config.tenant_header}")
-        return tenant
 
     async def _page(self, send: Send, draw: Callable) -> int:
         """An HTML page of the overview, drawn off the event loop."""
@@ -604,12 +575,6 @@ class Receiver:
         except (QueryError, InvalidArgument) as exc:
             await respond(send, 400, f"llmwh: error: {exc}\n")
             return 400
-        except StoreError as exc:
-            if isinstance(exc, StoreUnavailable):
-                raise
-            log.error("store could not answer the overview: %s", exc)
-            await respond(send, 500, f"the store could not answer: {exc}\n")
-            return 500
         await respond(send, 200, text, content_type="text/html; charset=utf-8")
         return 200
 
@@ -634,13 +599,21 @@ class Receiver:
             return None
         return header(scope, self.config.tenant_header.lower()) or None
 
-    def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
-        """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""
+    def _required_tenant(self, scope: Scope) -> str | None:
+        """In multi-tenant mode, the header's tenant, which a request must name; None
+        otherwise (the `tenant` setting then scopes reads, when set)."""
         if self.config.tenant_header is None:
-            return table
+            return None
         tenant = self._tenant(scope)
         if not tenant:
             raise IngestError(f"missing tenant header {self.config.tenant_header}")
+        return tenant
+
+    def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
+        """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""
+        tenant = self._required_tenant(scope)
+        if tenant is None:
+            return table
         column = pa.repeat(pa.scalar(tenant, pa.string()), table.num_rows)
         index = table.schema.get_field_index("tenant")
         return table.set_column(index, table.schema.field("tenant"), column)
@@ -658,6 +631,15 @@ class Receiver:
         self.metrics.written.labels("request_samples").inc(pivot.taken)
         self.metrics.written.labels("request_parts").inc(len(pivot.rank))
         self.metrics.request_samples_dropped.inc(pivot.dropped)
+
+
+def _require_snappy(scope: Scope, what: str) -> None:
+    """Remote write and read bodies are snappy (block format), the default when unsaid."""
+    encoding = (header(scope, "content-encoding") or "snappy").strip().lower()
+    if encoding != "snappy":
+        raise UnsupportedMediaType(
+            f"unsupported Content-Encoding {encoding!r}: {what} bodies are snappy (block format)"
+        )
 
 
 def _body_token(tenant: str | None, body: bytes) -> str:
