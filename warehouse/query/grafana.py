@@ -39,7 +39,7 @@ from warehouse.errors import QueryError
 from warehouse.query.builder import Compiled, Plan, Question, compile_question
 from warehouse.query.registry import dimension, histogram_quantile_sql
 from warehouse.query.stats import Arithmetic
-from warehouse.query.timerange import TimeRange
+from warehouse.query.timerange import TimeRange, ceil_to, floor_to
 from warehouse.store.clickhouse import SERVER
 
 __all__ = ["INTERVAL", "SQL", "PanelQuestion", "Rendered", "render"]
@@ -144,16 +144,6 @@ _TO = datetime(2001, 1, 1, 3, 10, 30, 500000, tzinfo=UTC)
 
 _MINUTE, _HOUR = timedelta(minutes=1), timedelta(hours=1)
 _MINUTE_MS, _HOUR_MS = 60_000, 3_600_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _floor(moment: datetime, step: timedelta) -> datetime:
-    return _EPOCH + (moment - _EPOCH) // step * step
-
-
-def _ceil(moment: datetime, step: timedelta) -> datetime:
-    floor = _floor(moment, step)
-    return floor if floor == moment else floor + step
 
 
 def _moments(since: datetime, until: datetime, since_sql: str) -> list[tuple[str, datetime, str]]:
@@ -161,17 +151,17 @@ def _moments(since: datetime, until: datetime, since_sql: str) -> list[tuple[str
     cut at, each referring only to those before it. ``least`` and ``greatest`` keep the
     cuts in order for a range too short for a whole minute or hour; the template values
     are clamped alike."""
-    minutes_from = min(_ceil(since, _MINUTE), until)
-    minutes_to = max(_floor(until, _MINUTE), minutes_from)
-    hours_from = min(_ceil(since, _HOUR), minutes_to)
+    minutes_from = min(ceil_to(since, _MINUTE), until)
+    minutes_to = max(floor_to(until, _MINUTE), minutes_from)
+    hours_from = min(ceil_to(since, _HOUR), minutes_to)
     minute, hour = _MINUTE_MS, _HOUR_MS
     return [
         ("to_ms", until, "toUnixTimestamp64Milli($__toTime_ms)"),
         ("from_ms", since, since_sql),
-        ("from_minute_ms", _floor(since, _MINUTE), f"intDiv(from_ms, {minute}) * {minute}"),
+        ("from_minute_ms", floor_to(since, _MINUTE), f"intDiv(from_ms, {minute}) * {minute}"),
         (
             "to_minute_ms",
-            _ceil(until, _MINUTE),
+            ceil_to(until, _MINUTE),
             f"intDiv(to_ms + {minute - 1}, {minute}) * {minute}",
         ),
         (
@@ -191,7 +181,7 @@ def _moments(since: datetime, until: datetime, since_sql: str) -> list[tuple[str
         ),
         (
             "hours_to_ms",
-            max(_floor(until, _HOUR), hours_from),
+            max(floor_to(until, _HOUR), hours_from),
             f"greatest(intDiv(to_ms, {hour}) * {hour}, hours_from_ms)",
         ),
     ]

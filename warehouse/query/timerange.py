@@ -13,7 +13,15 @@ from datetime import UTC, datetime, timedelta
 
 from warehouse.errors import QueryError
 
-__all__ = ["Instant", "TimeRange", "parse_duration", "parse_instant", "time_range"]
+__all__ = [
+    "Instant",
+    "TimeRange",
+    "ceil_to",
+    "floor_to",
+    "parse_duration",
+    "parse_instant",
+    "time_range",
+]
 
 Instant = str | datetime | None
 
@@ -98,16 +106,14 @@ class TimeRange:
         ``[14:01:37, 15:01:12)`` by minutes is ``[14:02, 15:01)`` and the ends
         ``[14:01:37, 14:02)``, ``[15:01, 15:01:12)``; no middle when no whole bucket fits.
         """
-        step = int(grain.total_seconds() * 1000)
-        first = -(-self.since_ms // step) * step
-        last = self.until_ms // step * step
+        first, last = ceil_to(self.since, grain), floor_to(self.until, grain)
         if first >= last:
             return None, [self]
-        middle = TimeRange(_from_ms(first), _from_ms(last))
+        middle = TimeRange(first, last)
         ends = []
-        if self.since_ms < first:
+        if self.since < first:
             ends.append(TimeRange(self.since, middle.since))
-        if last < self.until_ms:
+        if last < self.until:
             ends.append(TimeRange(middle.until, self.until))
         return middle, ends
 
@@ -137,9 +143,19 @@ def _to_ms(moment: datetime) -> datetime:
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def floor_to(moment: datetime, step: timedelta) -> datetime:
+    """The start of the ``step`` bucket holding ``moment`` (buckets count from 1970, UTC)."""
+    return moment - (moment - _EPOCH) % step
+
+
+def ceil_to(moment: datetime, step: timedelta) -> datetime:
+    """The first ``step`` boundary at or after ``moment``."""
+    floor = floor_to(moment, step)
+    return floor if floor == moment else floor + step
+
+
 def _epoch_ms(moment: datetime) -> int:
     return round(moment.timestamp() * 1000)
-
-
-def _from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)

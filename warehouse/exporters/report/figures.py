@@ -8,14 +8,14 @@ rollup where one covers the question) with the same stated errors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import polars as pl
 
 from warehouse.api import Warehouse
 from warehouse.query.registry import dimension
 from warehouse.query.slo import SLO, load_slo
-from warehouse.query.timerange import TimeRange
+from warehouse.query.timerange import TimeRange, floor_to
 
 __all__ = ["SloFigures", "gather", "interval_for", "min_group_size"]
 
@@ -129,7 +129,7 @@ def min_group_size(total: int) -> int:
 def _on_grid(frame: pl.DataFrame, since, until, interval: timedelta) -> pl.DataFrame:
     """Every interval of the range, those without requests as nulls (so that a chart
     breaks its line there) but for the budget, which stands where it was."""
-    first = since - (since - datetime(1970, 1, 1, tzinfo=UTC)) % interval
+    first = floor_to(since, interval)
     grid = pl.DataFrame(
         {"time": pl.datetime_range(first, until, interval, closed="left", time_unit="ms",
                                    time_zone="UTC", eager=True)}

@@ -1,7 +1,7 @@
 """The live overview page at ``GET /`` of ``llmwh serve``, and ``GET /report``.
 
 The overview is the report's sections for the last hours, refreshing itself every
-minute, with the receiver's own health on top (writes and rows per second since the
+minute, with the receiver's own health on top (writes and values per second since the
 page was last drawn, flush latency, sealing lag) and a form that opens the full report
 for a chosen range. Read-only; it reads through :class:`warehouse.api.Warehouse`, so it
 is scoped to the ``tenant`` setting when one is set.
@@ -39,7 +39,7 @@ _WRITE_ENDPOINTS = ("/api/v1/write", "/api/v1/requests")
 class _Snapshot:
     at: float
     writes: float
-    rows: float
+    values: float
 
 
 class Overview:
@@ -139,7 +139,7 @@ class Overview:
         lag = total("llmwh_receiver_sealing_lag_seconds")
         cards = [
             ("writes/s", f"{(now.writes - last.writes) / seconds:,.1f}", f"acknowledged, {over}"),
-            ("values/s", f"{(now.rows - last.rows) / seconds:,.0f}", f"written, {over}"),
+            ("values/s", f"{(now.values - last.values) / seconds:,.0f}", f"written, {over}"),
             ("flush latency", "&ndash;" if flush_ms is None else f"{flush_ms:,.0f} ms", "mean"),
             ("sealing lag", f"{lag:,.1f} s", "oldest unsealed part"),
         ]
