@@ -107,23 +107,21 @@ def test_a_range_without_requests_says_so(wh):
 
 def test_the_cli_writes_the_file_and_refuses_an_unknown_slo(tmp_path):
     store = f"duckdb:///{tmp_path / 'r.duckdb'}"
-    subprocess.run([sys.executable, "-m", "warehouse", "migrate", "up", "--store", store],
-                   check=True, capture_output=True, cwd=tmp_path)  # fmt: skip
+
+    def llmwh(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "warehouse", *args, "--store", store],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+
+    assert llmwh("migrate", "up").returncode == 0
     out = tmp_path / "report.html"
-    done = subprocess.run(
-        [sys.executable, "-m", "warehouse", "report", "--slo", "chat-assistant", "--since",
-         "1d", "--out", str(out), "--store", store],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+    done = llmwh("report", "--slo", "chat-assistant", "--since", "1d", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "no request in range for chat-assistant" in done.stdout
     assert "No request in this range" in out.read_text()
     pdf = tmp_path / "report.pdf"
-    done = subprocess.run(
-        [sys.executable, "-m", "warehouse", "report", "--slo", "chat-assistant", "--format",
-         "pdf", "--out", str(pdf), "--store", store],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+    done = llmwh("report", "--slo", "chat-assistant", "--format", "pdf", "--out", str(pdf))
     assert done.returncode == 0, done.stderr
     assert pdf.read_bytes().startswith(b"%PDF-")
     for args, named in (
@@ -131,10 +129,7 @@ def test_the_cli_writes_the_file_and_refuses_an_unknown_slo(tmp_path):
         (["--slo", "chat-assistant", "--since", "99999999d"], "99999999d"),
         (["--slo", "chat-assistant", "--by", "no_such_dimension"], "no_such_dimension"),
     ):
-        bad = subprocess.run(
-            [sys.executable, "-m", "warehouse", "report", *args, "--store", store],
-            capture_output=True, text=True, cwd=tmp_path,
-        )  # fmt: skip
+        bad = llmwh("report", *args)
         assert bad.returncode == 1, bad.stderr
         lines = bad.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("llmwh: error:") and named in lines[0]

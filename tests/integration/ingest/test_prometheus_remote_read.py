@@ -70,12 +70,11 @@ def both(receiver, tmp_path):
     reader = None
     try:
         start = time.time()
-        time.sleep(RUN_SECONDS)  # the load: Prometheus scrapes and sends for this long
-        end = time.time() - 3
+        end = start + RUN_SECONDS  # the load: Prometheus scrapes and sends for this long
         poll_until(
             lambda: sent_up_to(written, end),
             "the writer to have every sample of the window acknowledged",
-            timeout=60,
+            timeout=RUN_SECONDS + 60,
             every=0.5,
         )
         reader, read = start_prometheus(tmp_path / "reader", remote_read=f"{url}/api/v1/read")

@@ -164,18 +164,22 @@ def test_several_queries_answer_in_order(written):
     assert got == [expected(*first), expected(*second), []]
 
 
-def test_a_series_written_by_remote_write_2_reads_back_with_its_labels(written):
-    symbols = ["", "__name__", "llm_tokens_total", "model", "llama-3", "zone", "é:1"]
-    request = V2.Request(symbols=symbols)
-    series = request.timeseries.add(labels_refs=[1, 2, 3, 4, 5, 6])
-    series.samples.add(value=7.0, timestamp=T0)
-    response = written.post(
+def write_v2(client, request: V2.Request) -> None:
+    response = client.post(
         "/api/v1/write",
         bytes(cramjam.snappy.compress_raw(request.SerializeToString())),
         content_type="application/x-protobuf;proto=io.prometheus.write.v2.Request",
         content_encoding="snappy",
     )
     assert response.status == 204, response.text
+
+
+def test_a_series_written_by_remote_write_2_reads_back_with_its_labels(written):
+    symbols = ["", "__name__", "llm_tokens_total", "model", "llama-3", "zone", "é:1"]
+    request = V2.Request(symbols=symbols)
+    series = request.timeseries.add(labels_refs=[1, 2, 3, 4, 5, 6])
+    series.samples.add(value=7.0, timestamp=T0)
+    write_v2(written, request)
     (got,) = read(written, query(("__name__", "=", "llm_tokens_total")))
     assert got == [
         ({"__name__": "llm_tokens_total", "model": "llama-3", "zone": "é:1"}, [(T0, _bits(7.0))])
@@ -207,13 +211,7 @@ def test_native_histograms_read_back_as_native_histograms(written):
     request = V2.Request(symbols=symbols)
     series = request.timeseries.add(labels_refs=[1, 2, 3, 4])
     series.histograms.extend(native_histograms())
-    response = written.post(
-        "/api/v1/write",
-        bytes(cramjam.snappy.compress_raw(request.SerializeToString())),
-        content_type="application/x-protobuf;proto=io.prometheus.write.v2.Request",
-        content_encoding="snappy",
-    )
-    assert response.status == 204, response.text
+    write_v2(written, request)
     body = read_body(query(("__name__", "=", "vllm:e2e_request_latency_seconds")))
     answer = written.post("/api/v1/read", body)
     assert answer.status == 200, answer.text
