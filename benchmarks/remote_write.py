@@ -56,7 +56,7 @@ from warehouse.store.embedded import server_status, stop_server
 
 SAMPLES_PER_BODY = 500
 LOW_SERIES = 2_000
-RECEIVERS = ("llmwh", "prometheus", "victoria-metrics")
+RECEIVERS = ("llmwh", "llmwh-wal", "prometheus", "victoria-metrics")
 HEADERS = {
     "Content-Type": "application/x-protobuf",
     "Content-Encoding": "snappy",
@@ -304,9 +304,11 @@ class Receiver:
     def command(self) -> tuple[list[str], str]:
         """(argv, readiness path)."""
         data = self.root / "data"
-        if self.name == "llmwh":
+        if self.name.startswith("llmwh"):
             argv = [sys.executable, "-m", "warehouse", "serve", "--data", str(data)]
             argv += ["--http-port", "0", "--tcp-port", "0", "--listen", f"127.0.0.1:{self.port}"]
+            if self.name == "llmwh-wal":
+                argv += ["--wal", str(self.root / "wal")]
             return argv, "/readyz"
         if self.name == "prometheus":
             config = self.root / "prometheus.yml"
@@ -344,7 +346,7 @@ class Receiver:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-        if self.name == "llmwh" and server_status(self.root / "data") is not None:
+        if self.name.startswith("llmwh") and server_status(self.root / "data") is not None:
             stop_server(self.root / "data")  # the embedded ClickHouse, should serve have left it
 
 
@@ -439,6 +441,8 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
             receiver.start()
             before = _cpu_seconds(receiver.process.pid)
             tally, elapsed = _replay(receiver.port, lanes, seconds)
+            if name == "llmwh-wal":  # its CPU includes inserting what it acknowledged
+                _wait_wal_inserted(receiver.port)
             after = _cpu_seconds(receiver.process.pid)
             ok = sum(n for status, n in tally.items() if isinstance(status, int) and status < 300)
             result = {
@@ -461,11 +465,23 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
                     1,
                 ),
             }
-            if name == "llmwh":
+            if name.startswith("llmwh"):
                 result["stored_samples"] = _stored_samples(receiver.root)
             return result
         finally:
             receiver.stop()
+
+
+def _wait_wal_inserted(port: int, timeout: float = 120) -> None:
+    """Poll the receiver's metrics until its write-ahead log holds nothing uninserted."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            lines = response.read().decode().splitlines()
+        if "llmwh_receiver_wal_pending_bytes 0.0" in lines:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the write-ahead log still held writes after {timeout:.0f}s")
 
 
 def _cpu_seconds(pid: int) -> tuple[float, float]:
@@ -529,14 +545,17 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
             for r in results
             if (r["workload"], r["connections"]) == (workload, connections)
         }
-        for peer in ("prometheus", "victoria-metrics"):
-            if "llmwh" in rates and rates.get(peer):
-                print(
-                    f"{workload}, {connections} connections: llmwh / {peer} = "
-                    f"{rates['llmwh'] / rates[peer]:.2f}x"
-                )
+        for ours in ("llmwh", "llmwh-wal"):
+            for peer in ("prometheus", "victoria-metrics"):
+                if ours in rates and rates.get(peer):
+                    print(
+                        f"{workload}, {connections} connections: {ours} / {peer} = "
+                        f"{rates[ours] / rates[peer]:.2f}x"
+                    )
     print("cores: CPU used while sending, receiver process + the processes it started")
     print("CPU-s/M: CPU seconds (all of a receiver's processes) per million samples accepted")
+    print("llmwh-wal: llmwh serve --wal (acknowledged once on its disk); its CPU includes")
+    print("  inserting every acknowledged write after the sending ended")
     for r in results:
         if r["non_2xx"]:
             print(f"{r['workload']} x {r['receiver']} non-2xx: {r['non_2xx']}")

@@ -346,6 +346,9 @@ def serve(
     demo_rate: Annotated[
         float, typer.Option("--demo-rate", help="With --demo: mean requests per second")
     ] = 20.0,
+    wal: Annotated[
+        str | None, typer.Option("--wal", help=setting_help("wal_dir"), show_default=False)
+    ] = None,
 ) -> None:
     """Run the warehouse: the embedded ClickHouse (unless --store names one), migrated,
     and the receiver (remote write and per-request events) on --listen.
@@ -353,7 +356,7 @@ def serve(
     Runs in the foreground until Ctrl-C or SIGTERM; then it drains the receiver (every
     acknowledged write is committed) and stops the server it started.
     """
-    config = load_config(config_file, store=store, data_dir=data, listen=listen)
+    config = load_config(config_file, store=store, data_dir=data, listen=listen, wal_dir=wal)
     host, port = parse_listen(config.listen)
     if demo_rate <= 0:
         raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")

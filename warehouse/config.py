@@ -48,6 +48,16 @@ class Config:
     """How long a flush waits for more writes to share it."""
     flush_concurrency: int = 2
     """How many flushes may run at once (ClickHouse runs one insert on about one core)."""
+    wal_dir: str | None = None
+    """Directory of the receiver's write-ahead log. Set, a write is acknowledged once it is
+    synced to this disk and reaches the store in larger inserts every wal_flush_ms (fewer
+    parts, more writes/s; queryable up to that much later). Unset: acknowledged once
+    committed in the store."""
+    wal_flush_ms: int = 500
+    """How often the write-ahead log's writes are inserted into the store."""
+    wal_max_bytes: int = 1 << 30
+    """Bytes of acknowledged writes the write-ahead log may hold before they reach the
+    store; past it, HTTP 429 (the store is down or slower than the senders)."""
     series_cache_size: int = 1_000_000
     """Series a receiver remembers having written, so that a flush skips their rows."""
     series_refresh_seconds: int = 60

@@ -60,6 +60,8 @@ from warehouse.ingest.receiver_metrics import ReceiverMetrics
 from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
 from warehouse.ingest.sealing import SealingLag, lag_limit
+from warehouse.ingest.wal import Entry, WriteAheadLog
+from warehouse.ingest.wal_inserter import WalInserter
 from warehouse.store.base import Store
 
 try:  # C, like the decoder it serves (see hatch_build.py)
@@ -113,6 +115,16 @@ class Receiver:
         self.metrics.sealing_lag_seconds.set_function(self._sealing.seconds)
         self._sealing_watch: asyncio.Task | None = None
         self._request_label = self.mapping.request_id_label.encode()
+        self.wal: WalInserter | None = None
+        if self.config.wal_dir:
+            self.wal = WalInserter(
+                store,
+                WriteAheadLog(self.config.wal_dir),
+                interval=self.config.wal_flush_ms / 1000,
+                max_pending_bytes=self.config.wal_max_bytes,
+                on_insert=self.metrics.observe_wal_insert,
+            )
+            self.metrics.wal_pending_bytes.set_function(lambda: self.wal.pending_bytes)
         self.committer = GroupCommitter(
             store,
             max_buffer_bytes=self.config.buffer_bytes,
@@ -120,6 +132,7 @@ class Receiver:
             on_flush=self.metrics.observe_flush,
             insert_bodies=self._insert_v1_batch if self._batched_v1 else None,
             concurrency=self.config.flush_concurrency,
+            write_ahead=self.wal.write if self.wal is not None else None,
         )
         # Inserts of one flush's tables run side by side (ClickHouse takes each on a core).
         self._inserts = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmwh-insert")
@@ -163,7 +176,10 @@ class Receiver:
                 return
 
     async def start(self) -> None:
-        """Start the group committer, and the sealer where the store has no scheduled views."""
+        """Start the group committer (and the write-ahead log's inserts, after inserting
+        what it held from before), and the sealer where the store has no scheduled views."""
+        if self.wal is not None:
+            await asyncio.to_thread(self.wal.start)
         await self.committer.start()
         if self.store.capabilities.scheduled_views:
             self._sealing_watch = asyncio.create_task(
@@ -175,6 +191,8 @@ class Receiver:
     async def stop(self) -> None:
         """Flush every acknowledged write, then stop."""
         await self.committer.close()
+        if self.wal is not None:  # what the store cannot take now stays in the log
+            await asyncio.to_thread(self.wal.close)
         self._inserts.shutdown()
         self._reads.shutdown()
         if self._sealing_watch is not None:
@@ -455,10 +473,20 @@ class Receiver:
         parts = parts_table(pivot)
         # Series first: no sample lands before its series.
         series = self._written_series.to_write(decoded.series)
-        if series.num_rows:
-            self.store.insert_arrow("series", series, _REMOTE_WRITE_INSERT_SETTINGS)
+        if self.wal is not None:
+            self.wal.write(
+                [
+                    Entry("series", series),
+                    Entry("samples", decoded.samples),
+                    Entry("request_parts", parts),
+                ]
+            )
             self._written_series.remember(series)
-        self._insert_together({"samples": decoded.samples, "request_parts": parts})
+        else:
+            if series.num_rows:
+                self.store.insert_arrow("series", series, _REMOTE_WRITE_INSERT_SETTINGS)
+                self._written_series.remember(series)
+            self._insert_together({"samples": decoded.samples, "request_parts": parts})
         self._count_written(decoded)
         self._count_parts(pivot, written_at)
         return left_out

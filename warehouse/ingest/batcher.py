@@ -11,9 +11,10 @@ one call, which writes them and returns the indices of those it left out. Each b
 left out, or each body of a call that raised for something in the data, is decoded on
 its own (``Body.decode``) and goes the way of Arrow tables, so one bad body gets its
 own error and costs the others nothing. A write is acknowledged
-only after all of its rows are in the store. The buffer (waiting plus in flight) has
-a byte bound: past it, a write is refused with :class:`~warehouse.errors.BufferFull`
-(HTTP 429) rather than queued without limit.
+only after all of its rows are in the store, or, with a write-ahead log
+(``write_ahead``), in the log on disk (see :mod:`warehouse.ingest.wal_inserter`).
+The buffer (waiting plus in flight) has a byte bound: past it, a write is refused
+with :class:`~warehouse.errors.BufferFull` (HTTP 429) rather than queued without limit.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from warehouse.errors import BufferFull, StoreUnavailable
+from warehouse.ingest.wal import Entry
 from warehouse.store.base import Store
 
 __all__ = ["INSERT_ORDER", "Body", "FlushStats", "GroupCommitter"]
@@ -103,8 +105,11 @@ class GroupCommitter:
         on_flush: Callable[[FlushStats], None] | None = None,
         insert_bodies: Callable[[Hashable, list[bytes]], Collection[int]] | None = None,
         concurrency: int = 2,
+        write_ahead: Callable[[list[Entry]], None] | None = None,
     ):
         self.store = store
+        self.write_ahead = write_ahead
+        """Where a flush's tables go instead of the store (the write-ahead log), if set."""
         self.concurrency = concurrency
         self.insert_bodies = insert_bodies
         self.max_buffer_bytes = max_buffer_bytes
@@ -310,16 +315,23 @@ class GroupCommitter:
         """Insert the tables of ``batch``; on failure every write of it gets the error."""
         merged = _merge([p for p in batch if p.dedup_token is None])
         own = [
-            (name, table, f"{p.dedup_token}:{name}")
+            (name, table, p.dedup_token)
             for p in batch
             if p.dedup_token is not None
             for name, table in _merge([p])
         ]
         try:
+            if self.write_ahead is not None:
+                entries = [Entry(name, table) for name, table in merged]
+                entries += [Entry(name, table, token) for name, table, token in own]
+                await asyncio.to_thread(self.write_ahead, entries)
+                return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)
             for name, table in merged:
                 await asyncio.to_thread(self.store.insert_arrow, name, table)
             for name, table, token in own:
-                await asyncio.to_thread(self.store.insert_arrow, name, table, None, token)
+                await asyncio.to_thread(
+                    self.store.insert_arrow, name, table, None, f"{token}:{name}"
+                )
         except Exception as exc:  # the writers get it; the flusher carries on
             errors.update((id(p), exc) for p in batch)
         return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)

@@ -74,6 +74,22 @@ class ReceiverMetrics:
             "metrics are refused with 429",
             registry=r,
         )
+        self.wal_pending_bytes = Gauge(
+            "llmwh_receiver_wal_pending_bytes",
+            "Bytes of acknowledged writes in the write-ahead log not yet in the store",
+            registry=r,
+        )
+        self.wal_insert_seconds = Histogram(
+            "llmwh_receiver_wal_insert_seconds",
+            "Time of one insert of write-ahead log frames into the store",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.wal_inserted_rows = Counter(
+            "llmwh_receiver_wal_inserted_rows",
+            "Rows inserted from the write-ahead log into the store",
+            registry=r,
+        )
         self.buffer_limit_bytes = Gauge(
             "llmwh_receiver_buffer_limit_bytes", "Byte bound of the ingest buffer", registry=r
         )
@@ -82,3 +98,7 @@ class ReceiverMetrics:
         self.flush_seconds.observe(stats.seconds)
         self.flush_writes.observe(stats.writes)
         self.flushes.labels("error" if stats.failed else "ok").inc()
+
+    def observe_wal_insert(self, rows: int, seconds: float) -> None:
+        self.wal_insert_seconds.observe(seconds)
+        self.wal_inserted_rows.inc(rows)

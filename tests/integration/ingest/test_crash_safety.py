@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,10 @@ class Warehouse:
     """`llmwh serve --data DIR` as deployed: the receiver and the embedded ClickHouse it
     starts (or finds running) on fixed ports, each killable."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, wal: bool = False):
         self.root = root
         self.data = root / "data"
+        self.wal = ["--wal", str(root / "wal")] if wal else []
         self.ports = [free_port() for _ in range(3)]  # receiver, ClickHouse HTTP and TCP
         self.receiver: subprocess.Popen | None = None
         self.start()
@@ -55,7 +57,7 @@ class Warehouse:
         self.receiver = subprocess.Popen(
             [sys.executable, "-m", "warehouse", "serve", "--data", str(self.data),
              "--listen", f"127.0.0.1:{self.ports[0]}",
-             "--http-port", str(self.ports[1]), "--tcp-port", str(self.ports[2])],
+             "--http-port", str(self.ports[1]), "--tcp-port", str(self.ports[2]), *self.wal],
             stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
             env={k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")},
         )  # fmt: skip
@@ -80,11 +82,25 @@ class Warehouse:
             self.receiver.wait(timeout=60)
         stop_server(self.data)
 
+    def wal_inserted(self) -> bool:
+        """Whether the write-ahead log holds nothing the store lacks (true without one)."""
+        if not self.wal:
+            return True
+        metrics = f"http://127.0.0.1:{self.ports[0]}/metrics"
+        with urllib.request.urlopen(metrics, timeout=5) as response:
+            return "llmwh_receiver_wal_pending_bytes 0.0" in response.read().decode().splitlines()
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("victim", ["receiver", "clickhouse"])
-def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victim):
-    warehouse = Warehouse(tmp_path)
+@pytest.mark.parametrize(
+    "victim, wal",
+    [("receiver", False), ("clickhouse", False), ("receiver", True), ("clickhouse", True)],
+    ids=["receiver", "clickhouse", "receiver-with-wal", "clickhouse-with-wal"],
+)
+def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victim, wal):
+    """With a write-ahead log (``--wal``), acknowledged means on the receiver's disk:
+    what a killed receiver held there is inserted by the next one."""
+    warehouse = Warehouse(tmp_path, wal=wal)
     prometheus, base = start_prometheus(tmp_path, remote_write=warehouse.write_url)
     rng = random.Random(f"kill-{victim}")
     try:
@@ -109,6 +125,7 @@ def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victi
             timeout=120,
             every=0.5,
         )
+        poll_until(warehouse.wal_inserted, "the log to be inserted", ignoring=(OSError,))
         expected = prometheus_samples(base, start, end)
         retried = counter(base, "prometheus_remote_storage_samples_retried_total")
         dropped = counter(base, "prometheus_remote_storage_samples_failed_total")
@@ -119,9 +136,8 @@ def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victi
         got = warehouse_samples(warehouse.store_url(), start, end)
     finally:
         warehouse.close()
-    print(
-        f"{victim}: {KILLS} kills, {len(expected):,} samples, {retried:,.0f} retried by Prometheus"
-    )
+    kind = f"{victim} with a write-ahead log" if wal else victim
+    print(f"{kind}: {KILLS} kills, {len(expected):,} samples, {retried:,.0f} retried by Prometheus")
     assert len(expected) > 5_000  # the run really produced data
     assert retried > 0, "no write was interrupted: the kills proved nothing"
     assert dropped == 0, f"Prometheus gave up on {dropped} samples"

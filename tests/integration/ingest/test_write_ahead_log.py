@@ -1,0 +1,165 @@
+"""With a write-ahead log (``wal_dir``), a 2xx means "on the receiver's disk": every
+acknowledged write reaches the store once, through store outages, failed inserts and
+receivers that die before inserting what they acknowledged."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Client
+from polling import poll_until
+from test_receiver import V1_TYPE, count, samples_in, v1_body
+
+from warehouse.config import Config
+from warehouse.errors import StoreUnavailable
+from warehouse.ingest.app import Receiver
+from warehouse.ingest.events import encode_ndjson
+from warehouse.synthetic import synthetic_requests
+
+NDJSON = "application/x-ndjson"
+
+
+class Outage:
+    """A real store whose inserts can be made to fail: before the insert (``down``), or
+    after it committed (``lose_acks``: the connection drops before the answer)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.down = False
+        self.lose_acks = 0
+        self.inserts = 0
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def insert_arrow(self, table, data, settings=None, dedup_token=None):
+        if self.down:
+            raise StoreUnavailable("connection refused (simulated outage)")
+        self.store.insert_arrow(table, data, settings, dedup_token)
+        self.inserts += 1
+        if self.lose_acks:
+            self.lose_acks -= 1
+            raise StoreUnavailable("connection reset after commit (simulated)")
+
+
+def receiver(store, wal_dir, **options) -> Client:
+    return Client(Receiver(store, Config(wal_dir=str(wal_dir), wal_flush_ms=50, **options)))
+
+
+def crash(client: Client) -> None:
+    """End a receiver as a crash would, as far as its log goes: what it has not inserted
+    stays in the log, nothing is drained."""
+    client.loop.run_until_complete(client.app.committer.close())
+    client.app.wal.close(timeout=0)
+    client.loop.close()
+
+
+def events(n: int, seed: int) -> bytes:
+    return encode_ndjson(synthetic_requests(n, seed=seed))
+
+
+def rows_everywhere(store) -> tuple[int, int, int]:
+    """Requests in `requests` and as counted by both rollups."""
+    db = store.database
+    return (
+        count(store, f"SELECT count(*) FROM {db}.requests"),
+        count(store, f"SELECT sum(requests) FROM {db}.requests_1m"),
+        count(store, f"SELECT sum(requests) FROM {db}.requests_1h"),
+    )
+
+
+def test_acknowledged_writes_reach_the_store_shortly_after(migrated, tmp_path):
+    client = receiver(migrated, tmp_path / "wal")
+    try:
+        assert client.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 204
+        assert client.post("/api/v1/requests", events(150, 1), content_type=NDJSON).status == 200
+        poll_until(lambda: samples_in(migrated), "the samples", until=lambda n: n == 12)
+        poll_until(lambda: rows_everywhere(migrated), "the requests in the store",
+                   until=lambda rows: rows == (150, 150, 150))  # fmt: skip
+        metrics = client.get("/metrics").text
+        assert "llmwh_receiver_wal_inserted_rows_total" in metrics
+    finally:
+        client.close()
+    assert not list((tmp_path / "wal").glob("*.wal"))[:-1]  # applied segments are dropped
+
+
+def test_writes_acknowledged_during_a_store_outage_land_once_it_ends(migrated, tmp_path):
+    store = Outage(migrated)
+    store.down = True
+    client = receiver(store, tmp_path / "wal")
+    try:
+        for seed in range(3):
+            response = client.post("/api/v1/requests", events(100, seed), content_type=NDJSON)
+            assert response.status == 200
+        assert client.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 204
+        assert rows_everywhere(migrated)[0] == 0
+        poll_until(lambda: client.app.wal.last_error, "the failed insert to be reported")
+        store.down = False
+        poll_until(lambda: rows_everywhere(migrated), "the requests after the outage",
+                   until=lambda rows: rows == (300, 300, 300), timeout=60)  # fmt: skip
+        poll_until(lambda: samples_in(migrated), "the samples", until=lambda n: n == 12)
+    finally:
+        client.close()
+
+
+def test_an_insert_whose_answer_was_lost_is_retried_without_counting_twice(migrated, tmp_path):
+    store = Outage(migrated)
+    store.lose_acks = 2
+    client = receiver(store, tmp_path / "wal")
+    try:
+        assert client.post("/api/v1/requests", events(200, 5), content_type=NDJSON).status == 200
+        assert client.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 204
+        assert client.app.wal.wait_inserted(60)
+    finally:
+        client.close()
+    assert store.inserts > 2  # the lost answers were retried
+    final = " FINAL" if migrated.capabilities.collapsing_engines else ""
+    assert rows_everywhere(migrated) == (200, 200, 200)
+    assert count(migrated, f"SELECT count(*) FROM {migrated.database}.samples{final}") == 12
+
+
+@pytest.mark.parametrize("inserted_before_crash", [False, True], ids=["not-inserted", "inserted"])
+def test_a_receiver_that_dies_leaves_its_writes_to_the_next_one(
+    migrated, tmp_path, inserted_before_crash
+):
+    store = Outage(migrated)
+    if inserted_before_crash:
+        store.lose_acks = 10**6  # committed, but the receiver never learns it
+    else:
+        store.down = True
+    first = receiver(store, tmp_path / "wal")
+    bodies = [events(120, seed) for seed in range(4)]
+    for body in bodies:
+        assert first.post("/api/v1/requests", body, content_type=NDJSON).status == 200
+    poll_until(lambda: first.app.wal.last_error, "an insert to have failed")
+    crash(first)
+    landed = rows_everywhere(migrated)[0]  # the first batch, inserted again and again
+    assert 0 < landed < 480 if inserted_before_crash else landed == 0
+
+    second = receiver(migrated, tmp_path / "wal")
+    try:
+        poll_until(lambda: rows_everywhere(migrated), "the first receiver's writes",
+                   until=lambda rows: rows == (480, 480, 480), timeout=60)  # fmt: skip
+        assert second.app.wal.wait_inserted(30)
+        assert rows_everywhere(migrated) == (480, 480, 480)
+    finally:
+        second.close()
+
+
+def test_a_log_over_its_bound_refuses_writes_with_429_until_the_store_takes_it(migrated, tmp_path):
+    store = Outage(migrated)
+    store.down = True
+    client = receiver(store, tmp_path / "wal", wal_max_bytes=1)
+    try:
+        assert client.post("/api/v1/requests", events(50, 1), content_type=NDJSON).status == 200
+        poll_until(lambda: client.app.wal.last_error, "the failed insert to be reported")
+        refused = client.post("/api/v1/requests", events(50, 2), content_type=NDJSON)
+        assert refused.status == 429
+        assert refused.headers["retry-after"] == "5"
+        assert "wal_max_bytes" in refused.text and "simulated outage" in refused.text
+        store.down = False
+        assert client.app.wal.wait_inserted(60)
+        assert client.post("/api/v1/requests", events(50, 2), content_type=NDJSON).status == 200
+        assert client.app.wal.wait_inserted(60)
+    finally:
+        client.close()
+    assert rows_everywhere(migrated) == (100, 100, 100)

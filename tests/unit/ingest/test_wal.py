@@ -1,0 +1,95 @@
+"""The write-ahead log on disk: what was appended comes back after a restart, in order,
+until it is marked applied; a torn last frame is cut off, damage elsewhere refused."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from warehouse.errors import ConfigError
+from warehouse.ingest.wal import Entry, WriteAheadLog
+
+SAMPLES = pa.table({"series_id": pa.array([1, 2, 3], pa.uint64()), "value": [0.5, 1.5, -0.0]})
+SERIES = pa.table({"series_id": pa.array([1], pa.uint64()), "name": ["up"]})
+
+
+def opened(path, **options) -> tuple[WriteAheadLog, list]:
+    log = WriteAheadLog(path, **options)
+    return log, log.open()
+
+
+def write(log: WriteAheadLog, n: int) -> list[int]:
+    return [log.append([Entry("samples", SAMPLES), Entry("series", SERIES, "tok")]).seq
+            for _ in range(n)]  # fmt: skip
+
+
+def test_frames_come_back_after_a_restart_with_their_rows_and_tokens(tmp_path):
+    log, recovered = opened(tmp_path)
+    assert recovered == []
+    assert write(log, 3) == [1, 2, 3]
+    log.close()
+    again, frames = opened(tmp_path)
+    assert [f.seq for f in frames] == [1, 2, 3]
+    assert frames[0].entries[0].rows.equals(SAMPLES)
+    assert (frames[0].entries[1].table, frames[0].entries[1].token) == ("series", "tok")
+    assert again.id == log.id
+    assert write(again, 1) == [4]
+
+
+def test_applied_frames_do_not_come_back_and_their_segments_go(tmp_path):
+    log, _ = opened(tmp_path, segment_bytes=1)  # a segment per frame
+    write(log, 4)
+    log.begin(1, 3)
+    log.applied(3)
+    log.close()
+    assert len(list(tmp_path.glob("*.wal"))) == 1
+    again, frames = opened(tmp_path)
+    assert [f.seq for f in frames] == [4]
+    assert again.checkpoint.applied == 3 and again.checkpoint.batch is None
+
+
+def test_a_batch_under_way_is_remembered_across_a_restart(tmp_path):
+    log, _ = opened(tmp_path)
+    write(log, 5)
+    log.begin(1, 4)
+    log.close()
+    again, frames = opened(tmp_path)
+    assert again.checkpoint.batch == (1, 4)
+    assert [f.seq for f in frames] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    "tail", [b"LWA", b"LWAL\x40\x00\x00\x00", b"\0" * 4096], ids=["header", "payload", "zeros"]
+)
+def test_a_frame_torn_by_a_crash_is_cut_off(tmp_path, tail):
+    log, _ = opened(tmp_path)
+    write(log, 2)
+    log.close()
+    segment = sorted(tmp_path.glob("*.wal"))[-1]
+    size = segment.stat().st_size
+    segment.write_bytes(segment.read_bytes() + tail)
+    again, frames = opened(tmp_path)
+    assert [f.seq for f in frames] == [1, 2]
+    assert segment.stat().st_size == size
+    assert write(again, 1) == [3]
+    again.close()
+    assert [f.seq for f in opened(tmp_path)[1]] == [1, 2, 3]
+
+
+def test_damage_before_the_last_frame_is_refused_not_skipped(tmp_path):
+    log, _ = opened(tmp_path)
+    write(log, 3)
+    log.close()
+    segment = sorted(tmp_path.glob("*.wal"))[-1]
+    data = bytearray(segment.read_bytes())
+    data[40] ^= 0xFF  # inside the first frame
+    segment.write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match=r"damaged at byte 0 \(a checksum mismatch\)"):
+        opened(tmp_path)
+
+
+def test_an_unreadable_checkpoint_is_refused(tmp_path):
+    opened(tmp_path)[0].close()
+    (tmp_path / "checkpoint.json").write_text("{")
+    with pytest.raises(ConfigError, match="checkpoint"):
+        opened(tmp_path)

@@ -1,0 +1,217 @@
+"""Writes acknowledged once in the write-ahead log, inserted into the store in large batches.
+
+With ``wal_dir`` set, the receiver's flushes go to :meth:`WalInserter.write` instead of
+the store: the write is appended to the log (:mod:`warehouse.ingest.wal`) and synced,
+and the sender gets its 2xx. A thread of its own takes every frame waiting, every
+``interval`` seconds, and inserts them as one insert per table, so the store makes a
+part a table per interval rather than one per flush (each part is a dozen files; see
+docs/remote-write.md). An insert that fails is retried, the same frames with the same
+deduplication tokens, until it succeeds: what was acknowledged is never dropped.
+
+The price is freshness: rows are queryable up to ``interval`` (plus an insert) after
+their acknowledgement rather than at it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from warehouse.errors import BufferFull
+from warehouse.ingest.batcher import INSERT_ORDER
+from warehouse.ingest.wal import Entry, Frame, WriteAheadLog
+from warehouse.store.base import Store
+
+__all__ = ["WalInserter"]
+
+log = logging.getLogger("llmwh.wal")
+
+_RETRY_SECONDS = (0.2, 0.5, 1, 2, 5)
+_INSERT_SETTINGS = {"optimize_on_insert": 0}
+"""As the receiver's own remote-write inserts: merges collapse rows anyway."""
+
+
+class WalInserter:
+    """Appends writes to ``wal`` and inserts them into ``store`` from a thread of its own."""
+
+    def __init__(
+        self,
+        store: Store,
+        wal: WriteAheadLog,
+        *,
+        interval: float = 0.5,
+        max_pending_bytes: int = 1 << 30,
+        max_batch_bytes: int = 256 << 20,
+        on_insert: Callable[[int, float], None] | None = None,
+    ):
+        self.store = store
+        self.wal = wal
+        self.interval = interval
+        self.max_pending_bytes = max_pending_bytes
+        self.max_batch_bytes = max_batch_bytes
+        self.on_insert = on_insert
+        """Called after each batch with its row count and seconds."""
+        self.pending_bytes = 0
+        self.last_error: str | None = None
+        self._pending: list[Frame] = []
+        self._replayed_batch: tuple[int, int] | None = None
+        self._changed = threading.Condition()
+        self._closing = False
+        self._failures = 0
+        """Inserts that failed so far."""
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Open the log, take back the frames not yet in the store, start inserting."""
+        frames = self.wal.open()
+        self._pending = frames
+        self.pending_bytes = sum(f.nbytes for f in frames)
+        self._replayed_batch = self.wal.checkpoint.batch
+        if frames:
+            log.info("write-ahead log: %d writes to insert from before the restart", len(frames))
+        self._thread = threading.Thread(target=self._run, name="llmwh-wal", daemon=True)
+        self._thread.start()
+
+    def write(self, entries: list[Entry]) -> None:
+        """Append a write to the log; once this returns it may be acknowledged.
+
+        Raises :class:`BufferFull` while the writes not yet in the store pass
+        ``max_pending_bytes`` (the store is down or slower than the senders).
+        """
+        entries = [e for e in entries if e.rows.num_rows]
+        if not entries:
+            return
+        if self.pending_bytes > self.max_pending_bytes:
+            reason = f" (the store: {self.last_error})" if self.last_error else ""
+            raise BufferFull(
+                f"the write-ahead log holds {self.pending_bytes:,} bytes not yet in the store, "
+                f"over wal_max_bytes ({self.max_pending_bytes:,}){reason}; retry later",
+                retry_after=5,
+            )
+        frame = self.wal.append(entries)
+        with self._changed:
+            self._pending.append(frame)
+            self.pending_bytes += frame.nbytes
+            if self.pending_bytes >= self.max_batch_bytes:
+                self._changed.notify_all()
+
+    def wait_inserted(self, timeout: float) -> bool:
+        """Wait until every write appended so far is in the store; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            self._changed.notify_all()
+            while self._pending:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+        return True
+
+    def close(self, timeout: float = 30) -> None:
+        """Insert what is waiting (for up to ``timeout`` seconds, and no longer once an
+        insert fails), then stop. What was not inserted stays in the log for the next
+        start."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            failures = self._failures
+            self._changed.notify_all()
+            while self._pending and self._failures == failures:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        self.wal.close()
+
+    def _run(self) -> None:
+        failures = 0
+        while True:
+            with self._changed:
+                if not self._closing and self.pending_bytes < self.max_batch_bytes:
+                    self._changed.wait(self.interval)
+                if self._closing:
+                    return
+                batch = self._take()
+            if not batch:
+                continue
+            try:
+                self._insert(batch)
+            except Exception as exc:  # retried: the frames stay first in line
+                failures += 1
+                self.last_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                log.warning("write-ahead log: insert of %d writes failed: %s", len(batch), exc)
+                with self._changed:
+                    self._failures += 1
+                    self._changed.notify_all()
+                    self._changed.wait(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
+                continue
+            failures, self.last_error = 0, None
+            with self._changed:
+                del self._pending[: len(batch)]
+                self.pending_bytes -= sum(f.nbytes for f in batch)
+                self._changed.notify_all()
+
+    def _take(self) -> list[Frame]:
+        """The next batch: the one a crash interrupted, else frames within max_batch_bytes."""
+        if self._replayed_batch is not None:
+            first, last = self._replayed_batch
+            batch = [f for f in self._pending if f.seq <= last]
+            if batch and batch[0].seq != first:
+                log.warning("write-ahead log: batch %d-%d starts at %d", first, last, batch[0].seq)
+            return batch
+        batch, size = [], 0
+        for frame in self._pending:
+            if batch and size + frame.nbytes > self.max_batch_bytes:
+                break
+            batch.append(frame)
+            size += frame.nbytes
+        return batch
+
+    def _insert(self, batch: list[Frame]) -> None:
+        first, last = batch[0].seq, batch[-1].seq
+        if self.wal.checkpoint.batch != (first, last):
+            self.wal.begin(first, last)
+        started = time.perf_counter()
+        rows = 0
+        for table, data, token in _batch_inserts(batch, f"wal:{self.wal.id}:{first}-{last}"):
+            if table == "request_parts":
+                data = _received_now(data)
+            self.store.insert_arrow(table, data, _INSERT_SETTINGS, token)
+            rows += data.num_rows
+        self.wal.applied(last)
+        self._replayed_batch = None
+        if self.on_insert is not None:
+            self.on_insert(rows, time.perf_counter() - started)
+
+
+def _batch_inserts(batch: list[Frame], token: str) -> list[tuple[str, pa.Table, str]]:
+    """One insert per table of the entries without a token, in INSERT_ORDER, then one per
+    entry with a token of its own (a write the sender may retry: the store drops it twice)."""
+    shared: dict[str, list[pa.Table]] = {}
+    own: list[tuple[str, pa.Table, str]] = []
+    for frame in batch:
+        for entry in frame.entries:
+            if entry.token is None:
+                shared.setdefault(entry.table, []).append(entry.rows)
+            else:
+                own.append((entry.table, entry.rows, f"{entry.token}:{entry.table}"))
+    order = [t for t in INSERT_ORDER if t in shared] + sorted(set(shared) - set(INSERT_ORDER))
+    merged = [(t, pa.concat_tables(shared[t]), f"{token}:{t}") for t in order]
+    return merged + own
+
+
+def _received_now(parts: pa.Table) -> pa.Table:
+    """Request parts count as received when they reach the store: sealing finds parts by
+    when they landed, and a part held back by a store outage must not land behind it."""
+    index = parts.schema.get_field_index("received")
+    column = pa.repeat(pa.scalar(datetime.now(UTC), parts.schema.field(index).type), parts.num_rows)
+    return parts.set_column(index, parts.schema.field(index), column)
