@@ -1,7 +1,7 @@
 """Sealing under sustained per-request remote write: does it keep up?
 
     python benchmarks/sealing.py [--seconds 300] [--connections 32]
-        [--seal-after 10] [--seal-every 5] [--max-samples 40000000] [--json]
+        [--seal-after 10] [--seal-every 5] [--max-samples 40000000] [--wal] [--json]
 
 Starts ``llmwh serve`` on the embedded ClickHouse and sends pre-built remote-write 1.0
 bodies of per-request LLM metrics (``benchmarks/remote_write.py``'s ``high`` workload:
@@ -19,7 +19,8 @@ be in ``requests`` and prints:
 * the most active parts seen (bounded parts counts: merges keep up);
 * the rows a refresh reads and writes (median; ``system.view_refreshes``).
 
-Set ``LLMWH_BENCH_BODIES`` to a directory to keep the built bodies for the next run.
+``--wal`` runs ``llmwh serve --wal`` (writes acknowledged once in the receiver's
+write-ahead log, inserted every 500 ms). Set ``LLMWH_BENCH_BODIES`` to a directory to keep the built bodies for the next run.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def main() -> None:
     bodies_per_lane = max(1, args.max_samples // SAMPLES_PER_BODY // args.connections)
     lanes = _build_lanes("high", args.connections, bodies_per_lane)
     with tempfile.TemporaryDirectory(prefix="llmwh-sealing-") as tmp:
-        receiver = Receiver("llmwh", Path(tmp))
+        receiver = Receiver("llmwh-wal" if args.wal else "llmwh", Path(tmp))
         receiver.start()
         try:
             result = _run(receiver, lanes, args)
@@ -69,6 +70,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--seal-after", type=int, default=10)
     parser.add_argument("--seal-every", type=int, default=5)
     parser.add_argument("--max-samples", type=int, default=40_000_000)
+    parser.add_argument("--wal", action="store_true", help="llmwh serve --wal")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()
 

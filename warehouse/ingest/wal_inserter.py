@@ -163,11 +163,11 @@ class WalInserter:
     def _take(self) -> list[Frame]:
         """The next batch: the one a crash interrupted, else frames within max_batch_bytes."""
         if self._replayed_batch is not None:
-            first, last = self._replayed_batch
+            last = self._replayed_batch[1]
             batch = [f for f in self._pending if f.seq <= last]
-            if batch and batch[0].seq != first:
-                log.warning("write-ahead log: batch %d-%d starts at %d", first, last, batch[0].seq)
-            return batch
+            if batch:
+                return batch
+            self._replayed_batch = None  # nothing of it left to insert
         batch, size = [], 0
         for frame in self._pending:
             if batch and size + frame.nbytes > self.max_batch_bytes:

@@ -4,6 +4,8 @@ receivers that die before inserting what they acknowledged."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from conftest import Client
 from polling import poll_until
@@ -50,6 +52,10 @@ def crash(client: Client) -> None:
     stays in the log, nothing is drained."""
     client.loop.run_until_complete(client.app.committer.close())
     client.app.wal.close(timeout=0)
+    tasks = asyncio.all_tasks(client.loop)  # the sealing watch, which a crash ends too
+    for task in tasks:
+        task.cancel()
+    client.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
     client.loop.close()
 
 
