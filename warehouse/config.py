@@ -47,7 +47,8 @@ class Config:
     flush_linger_ms: int = 10
     """How long a flush waits for more writes to share it."""
     flush_concurrency: int = 2
-    """How many flushes may run at once (ClickHouse runs one insert on about one core)."""
+    """How many flushes may run at once (ClickHouse runs one insert on about one core);
+    with wal_dir, one."""
     wal_dir: str | None = None
     """Directory of the receiver's write-ahead log. Set, a write is acknowledged once it is
     synced to this disk and reaches the store in larger inserts every wal_flush_ms (fewer
