@@ -20,7 +20,8 @@ be in ``requests`` and prints:
 * the rows a refresh reads and writes (median; ``system.view_refreshes``).
 
 ``--wal`` runs ``llmwh serve --wal`` (writes acknowledged once in the receiver's
-write-ahead log, inserted every 500 ms). Set ``LLMWH_BENCH_BODIES`` to a directory to keep the built bodies for the next run.
+write-ahead log, inserted every 500 ms). Set ``LLMWH_BENCH_BODIES`` to a directory to
+keep the built bodies for the next run.
 """
 
 from __future__ import annotations

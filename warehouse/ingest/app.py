@@ -23,7 +23,7 @@ import gzip
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -122,7 +122,7 @@ class Receiver:
                 WriteAheadLog(self.config.wal_dir),
                 interval=self.config.wal_flush_ms / 1000,
                 max_pending_bytes=self.config.wal_max_bytes,
-                on_insert=self.metrics.observe_wal_insert,
+                on_insert=self._logged_writes_inserted,
             )
             self.metrics.wal_pending_bytes.set_function(lambda: self.wal.pending_bytes)
         self.committer = GroupCommitter(
@@ -655,12 +655,21 @@ class Receiver:
         self.metrics.written.labels("series").inc(decoded.series.num_rows)
 
     def _count_parts(self, pivot: Pivot, written_at: float) -> None:
-        """Count a committed pivot; ``written_at`` is no later than its ``received``."""
-        if len(pivot.rank):
+        """Count a committed pivot; ``written_at`` is no later than its ``received``
+        (with the write-ahead log, parts count as received when it inserts them)."""
+        if len(pivot.rank) and self.wal is None:
             self._sealing.wrote(written_at)
         self.metrics.written.labels("request_samples").inc(pivot.taken)
         self.metrics.written.labels("request_parts").inc(len(pivot.rank))
         self.metrics.request_samples_dropped.inc(pivot.dropped)
+
+    def _logged_writes_inserted(
+        self, rows: Mapping[str, int], received: datetime, seconds: float
+    ) -> None:
+        """The write-ahead log inserted a batch; its request parts wait to be sealed."""
+        if rows.get("request_parts"):
+            self._sealing.wrote(received.timestamp())
+        self.metrics.observe_wal_insert(sum(rows.values()), seconds)
 
 
 def _require_snappy(scope: Scope, what: str) -> None:

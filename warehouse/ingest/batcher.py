@@ -300,7 +300,7 @@ class GroupCommitter:
                 left = await asyncio.to_thread(
                     self.insert_bodies, group, [p.body.data for p in members]
                 )
-            except StoreUnavailable as exc:
+            except (StoreUnavailable, BufferFull) as exc:  # nothing to do with the data
                 errors.update((id(p), exc) for p in members)
                 continue
             except Exception:  # something in the data: each body on its own

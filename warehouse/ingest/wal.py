@@ -10,17 +10,22 @@ tokens are the same and the store drops what it had already taken.
 
 A frame on disk::
 
-    b"LWAL" | payload length u32 | crc32 of seq and payload u32 | seq u64 | payload
+    b"LWAL" | payload length u32 | seq u64 | crc32 of the payload u32
+           | crc32 of the header so far u32 | payload
     payload = entries u16, then per entry:
         table name length u16 | name | token length u16 | token | IPC length u32 | IPC stream
 
 A frame cut short at the end of the last segment (a crash while appending) was never
-acknowledged: opening the log cuts it off. A damaged frame anywhere else is refused
-with :class:`~warehouse.errors.ConfigError` rather than skipped.
+acknowledged: opening the log cuts it off. A damaged frame anywhere else, or a header
+that fails its own checksum, is refused with :class:`~warehouse.errors.ConfigError`
+rather than skipped. A failed append is cut off again before the error is raised, and a
+failed sync stops the log (the kernel may have dropped the pages it could not write).
+A lock file keeps a second process out of the directory.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -32,12 +37,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, StoreUnavailable
 
 __all__ = ["Entry", "Frame", "WriteAheadLog"]
 
 _MAGIC = b"LWAL"
-_HEADER = struct.Struct("<4sIIQ")
+_HEADER = struct.Struct("<4sIQII")
+_HEAD = struct.Struct("<4sIQI")  # what the header's own checksum covers
 _SUFFIX = ".wal"
 _CHECKPOINT = "checkpoint.json"
 
@@ -63,6 +69,8 @@ class Frame:
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """What ``checkpoint.json`` says: how far the store has the log."""
+
     applied: int
     """Every frame up to this one is in the store."""
     batch: tuple[int, int] | None
@@ -83,13 +91,19 @@ class WriteAheadLog:
         self._segment_size = 0
         self._segments: list[tuple[int, Path]] = []  # (first seq, path), in order
         self._next_seq = 1
+        self._lock_file: int | None = None
+        self._failed: str | None = None
 
     def open(self) -> list[Frame]:
         """Open the log for appending; returns the frames not yet in the store, in order."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_directory()
         self._read_checkpoint()
         frames: list[Frame] = []
         paths = sorted(self.directory.glob(f"*{_SUFFIX}"))
+        for path in paths:
+            if not path.stem.isdigit():
+                raise ConfigError(f"{path} is not a write-ahead log segment: move it away")
         for index, path in enumerate(paths):
             last = index == len(paths) - 1
             found, good_bytes = _read_segment(path, last)
@@ -106,7 +120,7 @@ class WriteAheadLog:
                 self._next_seq = max(self._next_seq, first)
         self._next_seq = max(self._next_seq, self.checkpoint.applied + 1)
         if self._segments:
-            first, path = self._segments[-1]
+            path = self._segments[-1][1]
             self._file = os.open(path, os.O_WRONLY | os.O_APPEND)
             self._segment_size = path.stat().st_size
         return frames
@@ -115,15 +129,28 @@ class WriteAheadLog:
         """Write a frame and sync it to disk; the write may be acknowledged on return."""
         payload = _encode(entries)
         with self._lock:
+            if self._failed is not None:
+                raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}")
             seq = self._next_seq
-            head = _HEADER.pack(_MAGIC, len(payload), _crc(seq, payload), seq)
+            data = _frame(seq, payload)
             if self._file is None or self._segment_size >= self.segment_bytes:
                 self._roll(seq)
-            os.write(self._file, head + payload)
-            os.fdatasync(self._file)
-            self._segment_size += len(head) + len(payload)
+            try:
+                _write_all(self._file, data)
+            except OSError as exc:  # disk full, say: take the partial frame back off
+                try:
+                    os.ftruncate(self._file, self._segment_size)
+                except OSError as again:
+                    self._failed = f"{self._path()}: {again}"
+                raise StoreUnavailable(f"could not append to the write-ahead log: {exc}") from None
+            try:
+                os.fdatasync(self._file)
+            except OSError as exc:
+                self._failed = f"{self._path()}: sync failed: {exc}"
+                raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}") from None
+            self._segment_size += len(data)
             self._next_seq = seq + 1
-        return Frame(seq, tuple(entries), len(head) + len(payload))
+        return Frame(seq, tuple(entries), len(data))
 
     def begin(self, first: int, last: int) -> None:
         """Record that frames ``first``..``last`` are being inserted, as one batch."""
@@ -140,10 +167,29 @@ class WriteAheadLog:
                 path.unlink(missing_ok=True)
 
     def close(self) -> None:
+        """Close the segment being appended to, and let another process open the log."""
         with self._lock:
             if self._file is not None:
                 os.close(self._file)
                 self._file = None
+            if self._lock_file is not None:
+                os.close(self._lock_file)
+                self._lock_file = None
+
+    def _path(self) -> Path:
+        return self._segments[-1][1] if self._segments else self.directory
+
+    def _lock_directory(self) -> None:
+        fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise ConfigError(
+                f"another process uses the write-ahead log {self.directory} (wal_dir): "
+                "give each receiver a directory of its own"
+            ) from None
+        self._lock_file = fd
 
     def _roll(self, seq: int) -> None:
         if self._file is not None:
@@ -227,14 +273,14 @@ def _read_segment(path: Path, last: bool) -> tuple[list[Frame], int]:
         if len(data) - at < _HEADER.size:
             problem = "a frame header cut short"
         else:
-            magic, length, crc, seq = _HEADER.unpack_from(data, at)
+            magic, length, seq, crc, head_crc = _HEADER.unpack_from(data, at)
             end = at + _HEADER.size + length
             payload = data[at + _HEADER.size : end]
-            if magic != _MAGIC:
-                problem, at_tail = "no frame marker", False
+            if magic != _MAGIC or zlib.crc32(data[at : at + _HEAD.size]) != head_crc:
+                problem, at_tail = "a damaged frame header", False
             elif end > len(data):
                 problem = "a frame cut short"
-            elif _crc(seq, payload) != crc:
+            elif zlib.crc32(payload) != crc:
                 problem, at_tail = "a checksum mismatch", end == len(data)
         if problem is not None:
             # Only the frame being appended when the process died can be torn: the last
@@ -245,13 +291,26 @@ def _read_segment(path: Path, last: bool) -> tuple[list[Frame], int]:
                 f"write-ahead log segment {path} is damaged at byte {at} ({problem}); "
                 "move it away to start without it (its writes are then lost)"
             )
-        frames.append(Frame(seq, _decode(payload), end - at))
+        try:
+            entries = _decode(payload)
+        except (ValueError, struct.error, UnicodeDecodeError) as exc:  # ArrowInvalid too
+            raise ConfigError(
+                f"write-ahead log segment {path}: the frame at byte {at} does not decode: {exc}"
+            ) from None
+        frames.append(Frame(seq, entries, end - at))
         at = end
     return frames, at
 
 
-def _crc(seq: int, payload: bytes) -> int:
-    return zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))
+def _frame(seq: int, payload: bytes) -> bytes:
+    head = _HEAD.pack(_MAGIC, len(payload), seq, zlib.crc32(payload))
+    return head + struct.pack("<I", zlib.crc32(head)) + payload
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _sync_directory(directory: Path) -> None:

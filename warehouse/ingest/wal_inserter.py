@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -32,6 +32,7 @@ __all__ = ["WalInserter"]
 log = logging.getLogger("llmwh.wal")
 
 _RETRY_SECONDS = (0.2, 0.5, 1, 2, 5)
+_JOIN_SECONDS = 5
 _INSERT_SETTINGS = {"optimize_on_insert": 0}
 """As the receiver's own remote-write inserts: merges collapse rows anyway."""
 
@@ -47,7 +48,7 @@ class WalInserter:
         interval: float = 0.5,
         max_pending_bytes: int = 1 << 30,
         max_batch_bytes: int = 256 << 20,
-        on_insert: Callable[[int, float], None] | None = None,
+        on_insert: Callable[[Mapping[str, int], datetime, float], None] | None = None,
     ):
         self.store = store
         self.wal = wal
@@ -55,11 +56,14 @@ class WalInserter:
         self.max_pending_bytes = max_pending_bytes
         self.max_batch_bytes = max_batch_bytes
         self.on_insert = on_insert
-        """Called after each batch with its row count and seconds."""
+        """Called after each batch with its rows per table, the time its request parts
+        count as received, and the seconds it took."""
         self.pending_bytes = 0
         self.last_error: str | None = None
         self._pending: list[Frame] = []
         self._replayed_batch: tuple[int, int] | None = None
+        self._failed_batch: list[Frame] | None = None
+        """A batch whose insert failed: retried as it is, so its tokens stay the same."""
         self._changed = threading.Condition()
         self._closing = False
         self._failures = 0
@@ -93,8 +97,8 @@ class WalInserter:
                 f"over wal_max_bytes ({self.max_pending_bytes:,}){reason}; retry later",
                 retry_after=5,
             )
-        frame = self.wal.append(entries)
-        with self._changed:
+        with self._changed:  # frames join the queue in the order of their numbers
+            frame = self.wal.append(entries)
             self._pending.append(frame)
             self.pending_bytes += frame.nbytes
             if self.pending_bytes >= self.max_batch_bytes:
@@ -129,7 +133,11 @@ class WalInserter:
             self._closing = True
             self._changed.notify_all()
         if self._thread is not None:
-            self._thread.join()
+            # The thread ends at its next turn, or once the insert it runs returns.
+            self._thread.join(max(deadline - time.monotonic(), _JOIN_SECONDS))
+            if self._thread.is_alive():  # an insert hangs in the store: it ends with us
+                log.warning("write-ahead log: an insert still runs; its writes stay in the log")
+                return
         self.wal.close()
 
     def _run(self) -> None:
@@ -140,7 +148,7 @@ class WalInserter:
                     self._changed.wait(self.interval)
                 if self._closing:
                     return
-                batch = self._take()
+                batch = self._failed_batch or self._take()
             if not batch:
                 continue
             try:
@@ -149,12 +157,13 @@ class WalInserter:
                 failures += 1
                 self.last_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 log.warning("write-ahead log: insert of %d writes failed: %s", len(batch), exc)
+                self._failed_batch = batch
                 with self._changed:
                     self._failures += 1
                     self._changed.notify_all()
                     self._changed.wait(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
                 continue
-            failures, self.last_error = 0, None
+            failures, self.last_error, self._failed_batch = 0, None, None
             with self._changed:
                 del self._pending[: len(batch)]
                 self.pending_bytes -= sum(f.nbytes for f in batch)
@@ -181,16 +190,17 @@ class WalInserter:
         if self.wal.checkpoint.batch != (first, last):
             self.wal.begin(first, last)
         started = time.perf_counter()
-        rows = 0
+        received = datetime.now(UTC)
+        rows: dict[str, int] = {}
         for table, data, token in _batch_inserts(batch, f"wal:{self.wal.id}:{first}-{last}"):
             if table == "request_parts":
-                data = _received_now(data)
+                data = _received_at(data, received)
             self.store.insert_arrow(table, data, _INSERT_SETTINGS, token)
-            rows += data.num_rows
+            rows[table] = rows.get(table, 0) + data.num_rows
         self.wal.applied(last)
         self._replayed_batch = None
         if self.on_insert is not None:
-            self.on_insert(rows, time.perf_counter() - started)
+            self.on_insert(rows, received, time.perf_counter() - started)
 
 
 def _batch_inserts(batch: list[Frame], token: str) -> list[tuple[str, pa.Table, str]]:
@@ -209,9 +219,10 @@ def _batch_inserts(batch: list[Frame], token: str) -> list[tuple[str, pa.Table, 
     return merged + own
 
 
-def _received_now(parts: pa.Table) -> pa.Table:
+def _received_at(parts: pa.Table, at: datetime) -> pa.Table:
     """Request parts count as received when they reach the store: sealing finds parts by
-    when they landed, and a part held back by a store outage must not land behind it."""
+    when they landed, and a part held back by a store outage must not land behind it.
+    (A retried batch is stamped anew; its token keeps the store from taking it twice.)"""
     index = parts.schema.get_field_index("received")
-    column = pa.repeat(pa.scalar(datetime.now(UTC), parts.schema.field(index).type), parts.num_rows)
+    column = pa.repeat(pa.scalar(at, parts.schema.field(index).type), parts.num_rows)
     return parts.set_column(index, parts.schema.field(index), column)

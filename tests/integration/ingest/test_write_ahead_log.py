@@ -9,12 +9,13 @@ import asyncio
 import pytest
 from conftest import Client
 from polling import poll_until
-from test_receiver import V1_TYPE, count, samples_in, v1_body
+from test_receiver import NOW_MS, V1_TYPE, count, samples_in, snappy, v1_body
 
 from warehouse.config import Config
 from warehouse.errors import StoreUnavailable
 from warehouse.ingest.app import Receiver
 from warehouse.ingest.events import encode_ndjson
+from warehouse.ingest.proto import V1
 from warehouse.synthetic import synthetic_requests
 
 NDJSON = "application/x-ndjson"
@@ -57,6 +58,18 @@ def crash(client: Client) -> None:
         task.cancel()
     client.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
     client.loop.close()
+
+
+def request_parts_body(request_id: str) -> bytes:
+    """One request as per-request metric samples (one request part)."""
+    request = V1.WriteRequest()
+    for name, value in (("llm_request_ttft_seconds", 0.2), ("llm_request_e2e_seconds", 1.5)):
+        series = request.timeseries.add()
+        labels = {"__name__": name, "request_id": request_id, "tenant": "acme", "model": "m"}
+        for key, val in sorted(labels.items()):
+            series.labels.add(name=key, value=val)
+        series.samples.add(value=value, timestamp=NOW_MS)
+    return snappy(request.SerializeToString())
 
 
 def events(n: int, seed: int) -> bytes:
@@ -121,6 +134,24 @@ def test_an_insert_whose_answer_was_lost_is_retried_without_counting_twice(migra
     final = " FINAL" if migrated.capabilities.collapsing_engines else ""
     assert rows_everywhere(migrated) == (200, 200, 200)
     assert count(migrated, f"SELECT count(*) FROM {migrated.database}.samples{final}") == 12
+
+
+def test_request_parts_of_a_retried_batch_land_once(migrated, tmp_path):
+    """The log stamps parts as received when it inserts them, so a retry's rows differ
+    from the first try's: the batch's token, not the rows, makes the retry a no-op."""
+    store = Outage(migrated)
+    store.lose_acks = 3
+    client = receiver(store, tmp_path / "wal")
+    try:
+        for i in range(2):
+            body = request_parts_body(f"req-{i}")
+            assert client.post("/api/v1/write", body, content_type=V1_TYPE).status == 204
+        assert client.app.wal.wait_inserted(60)
+    finally:
+        client.close()
+    assert store.inserts > 3
+    db = migrated.database
+    assert count(migrated, f"SELECT count(*) FROM {db}.request_parts") == 2
 
 
 @pytest.mark.parametrize("inserted_before_crash", [False, True], ids=["not-inserted", "inserted"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, StoreUnavailable
 from warehouse.ingest.wal import Entry, WriteAheadLog
 
 SAMPLES = pa.table({"series_id": pa.array([1, 2, 3], pa.uint64()), "value": [0.5, 1.5, -0.0]})
@@ -93,3 +93,41 @@ def test_an_unreadable_checkpoint_is_refused(tmp_path):
     (tmp_path / "checkpoint.json").write_text("{")
     with pytest.raises(ConfigError, match="checkpoint"):
         opened(tmp_path)
+
+
+def test_a_damaged_length_before_the_end_is_refused_not_taken_for_a_torn_tail(tmp_path):
+    log, _ = opened(tmp_path)
+    write(log, 3)
+    log.close()
+    segment = sorted(tmp_path.glob("*.wal"))[-1]
+    data = bytearray(segment.read_bytes())
+    data[6] ^= 0x40  # the first frame's length now points past the end of the file
+    segment.write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match=r"damaged at byte 0 \(a damaged frame header\)"):
+        opened(tmp_path)
+
+
+def test_a_second_process_cannot_open_the_same_log(tmp_path):
+    opened(tmp_path)
+    with pytest.raises(ConfigError, match="another process uses the write-ahead log"):
+        opened(tmp_path)
+
+
+def test_a_failed_append_leaves_the_log_as_it_was(tmp_path, monkeypatch):
+    log, _ = opened(tmp_path)
+    write(log, 1)
+    real_write = __import__("os").write
+
+    def short_then_full_disk(fd, data):
+        if len(data) > 100:
+            real_write(fd, bytes(data[:100]))
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr("warehouse.ingest.wal.os.write", short_then_full_disk)
+    with pytest.raises(StoreUnavailable, match="No space left"):
+        write(log, 1)
+    monkeypatch.undo()
+    assert write(log, 1) == [2]
+    log.close()
+    assert [f.seq for f in opened(tmp_path)[1]] == [1, 2]

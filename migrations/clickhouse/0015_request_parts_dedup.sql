@@ -1,0 +1,11 @@
+-- A retried insert of request parts is dropped by its deduplication token.
+--
+-- request_parts collapses a repeated part only when the repeat has the same key, and
+-- the key holds the minute the part was received. The receiver's write-ahead log
+-- (docs/remote-write.md, "The write-ahead log") stamps parts as received when it
+-- inserts them, so a batch whose insert answer was lost, retried or replayed after a
+-- restart, carries new receive times: without a deduplication window the parts would
+-- land twice, and sealing could count the request again once the first copy was
+-- sealed. With the window, the batch's token (from the log's frame numbers) makes the
+-- retry a no-op, as it already is for `requests` and the rollups.
+ALTER TABLE ${db}.request_parts MODIFY SETTING non_replicated_deduplication_window = 10000;
