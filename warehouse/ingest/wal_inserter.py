@@ -190,7 +190,8 @@ class WalInserter:
         if self.wal.checkpoint.batch != (first, last):
             self.wal.begin(first, last)
         started = time.perf_counter()
-        received = datetime.now(UTC)
+        now = datetime.now(UTC)  # to the millisecond, as `received` is stored and read back
+        received = now.replace(microsecond=now.microsecond // 1000 * 1000)
         rows: dict[str, int] = {}
         for table, data, token in _batch_inserts(batch, f"wal:{self.wal.id}:{first}-{last}"):
             if table == "request_parts":

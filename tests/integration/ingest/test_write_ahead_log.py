@@ -16,6 +16,7 @@ from warehouse.errors import StoreUnavailable
 from warehouse.ingest.app import Receiver
 from warehouse.ingest.events import encode_ndjson
 from warehouse.ingest.proto import V1
+from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
 NDJSON = "application/x-ndjson"
@@ -152,6 +153,33 @@ def test_request_parts_of_a_retried_batch_land_once(migrated, tmp_path):
     assert store.inserts > 3
     db = migrated.database
     assert count(migrated, f"SELECT count(*) FROM {db}.request_parts") == 2
+
+
+def test_requests_sent_as_metrics_are_sealed_and_stop_counting_as_waiting(store, tmp_path):
+    Migrator(store, Config(seal_after_seconds=1, seal_every_seconds=1)).up()
+    client = receiver(store, tmp_path / "wal", seal_after_seconds=1, seal_every_seconds=1)
+    try:
+        for i in range(3):
+            body = request_parts_body(f"req-{i}")
+            assert client.post("/api/v1/write", body, content_type=V1_TYPE).status == 204
+        db = store.database
+
+        def sealed_and_seen() -> tuple[int, bool]:
+            # The receiver's loop runs only inside calls here: let it seal (DuckDB) or
+            # follow the store's sealing (ClickHouse) for a moment.
+            if store.capabilities.scheduled_views:
+                client.loop.run_until_complete(asyncio.sleep(0.6))
+            else:
+                client.loop.run_until_complete(client.app.seal())
+            sealed = count(store, f"SELECT count(*) FROM {db}.requests")
+            return sealed, client.app._sealing.waiting
+
+        # Sealed, and the receiver sees sealing reach the parts it wrote: no lag left.
+        poll_until(sealed_and_seen, "the requests sealed and the lag cleared",
+                   until=lambda seen: seen == (3, False))  # fmt: skip
+        assert "llmwh_receiver_sealing_lag_seconds 0.0" in client.get("/metrics").text
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize("inserted_before_crash", [False, True], ids=["not-inserted", "inserted"])
