@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,7 @@ from warehouse.errors import BufferFull, StoreUnavailable
 from warehouse.ingest.wal import Entry
 from warehouse.store.base import Store
 
-__all__ = ["INSERT_ORDER", "Body", "FlushStats", "GroupCommitter"]
+__all__ = ["INSERT_ORDER", "Body", "FlushStats", "GroupCommitter", "merge_tables"]
 
 INSERT_ORDER = (
     "series",
@@ -338,11 +338,16 @@ class GroupCommitter:
 
 
 def _merge(batch: list[_Pending]) -> list[tuple[str, pa.Table]]:
-    """One table per store table name, in INSERT_ORDER."""
-    names = {name for p in batch for name, table in p.tables.items() if table.num_rows}
-    unknown = names - set(INSERT_ORDER)
-    ordered = [n for n in INSERT_ORDER if n in names] + sorted(unknown)
-    return [
-        (name, pa.concat_tables([p.tables[name] for p in batch if name in p.tables]))
-        for name in ordered
-    ]
+    return merge_tables(p.tables for p in batch)
+
+
+def merge_tables(writes: Iterable[Mapping[str, pa.Table]]) -> list[tuple[str, pa.Table]]:
+    """The tables of several writes, one per store table name, in INSERT_ORDER."""
+    by_name: dict[str, list[pa.Table]] = {}
+    for tables in writes:
+        for name, table in tables.items():
+            if table.num_rows:
+                by_name.setdefault(name, []).append(table)
+    unknown = by_name.keys() - set(INSERT_ORDER)
+    ordered = [n for n in INSERT_ORDER if n in by_name] + sorted(unknown)
+    return [(name, pa.concat_tables(by_name[name])) for name in ordered]

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from warehouse.errors import BufferFull
-from warehouse.ingest.batcher import INSERT_ORDER
+from warehouse.ingest.batcher import merge_tables
 from warehouse.ingest.wal import Entry, Frame, WriteAheadLog
 from warehouse.store.base import Store
 
@@ -207,17 +207,16 @@ class WalInserter:
 def _batch_inserts(batch: list[Frame], token: str) -> list[tuple[str, pa.Table, str]]:
     """One insert per table of the entries without a token, in INSERT_ORDER, then one per
     entry with a token of its own (a write the sender may retry: the store drops it twice)."""
-    shared: dict[str, list[pa.Table]] = {}
-    own: list[tuple[str, pa.Table, str]] = []
-    for frame in batch:
-        for entry in frame.entries:
-            if entry.token is None:
-                shared.setdefault(entry.table, []).append(entry.rows)
-            else:
-                own.append((entry.table, entry.rows, f"{entry.token}:{entry.table}"))
-    order = [t for t in INSERT_ORDER if t in shared] + sorted(set(shared) - set(INSERT_ORDER))
-    merged = [(t, pa.concat_tables(shared[t]), f"{token}:{t}") for t in order]
-    return merged + own
+    shared = merge_tables(
+        {e.table: e.rows for e in frame.entries if e.token is None} for frame in batch
+    )
+    own = [
+        (e.table, e.rows, f"{e.token}:{e.table}")
+        for frame in batch
+        for e in frame.entries
+        if e.token is not None
+    ]
+    return [(name, rows, f"{token}:{name}") for name, rows in shared] + own
 
 
 def _received_at(parts: pa.Table, at: datetime) -> pa.Table:
