@@ -59,7 +59,8 @@ from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.receiver_metrics import ReceiverMetrics
 from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
-from warehouse.ingest.sealing import SealingLag, lag_limit
+from warehouse.ingest.sealing import POLL_SECONDS as SEALING_POLL_SECONDS
+from warehouse.ingest.sealing import SealingLag, lag_limit, refresh_limit
 from warehouse.ingest.wal import Entry, WriteAheadLog
 from warehouse.ingest.wal_inserter import WalInserter
 from warehouse.store.base import Store
@@ -87,7 +88,6 @@ NDJSON_TYPES = {
 }
 ARROW_STREAM_TYPES = {"application/vnd.apache.arrow.stream"}
 RETRY_AFTER_SECONDS = 1
-_SEALING_POLL_SECONDS = 0.5
 
 
 class Receiver:
@@ -110,7 +110,8 @@ class Receiver:
         self._sealer: asyncio.Task | None = None
         self._stopping = asyncio.Event()
         self._sealing = SealingLag(
-            lag_limit(self.config.seal_after_seconds, self.config.seal_every_seconds)
+            lag_limit(self.config.seal_after_seconds, self.config.seal_every_seconds),
+            refresh_limit=refresh_limit(self.config.seal_every_seconds),
         )
         self.metrics.sealing_lag_seconds.set_function(self._sealing.seconds)
         self._sealing_watch: asyncio.Task | None = None
@@ -218,20 +219,39 @@ class Receiver:
         self._sealing.sealed(started - self.config.seal_after_seconds)
 
     async def _watch_sealing(self) -> None:
-        """Follow how far the store's sealing view got, while parts wait to be sealed."""
-        query = f"SELECT max(last_received) AS t FROM {self.store.database}.sealed_requests"
+        """Follow how far the store's sealing view got, and how long its refresh has been
+        running, while parts wait to be sealed."""
+        db = self.store.database
+        through = f"(SELECT max(last_received) FROM {db}.sealed_requests) AS t"
+        # last_refresh_time (whole seconds) names the running refresh; how long it has
+        # run is counted from when a poll first saw it, so never more than it ran.
+        running = (
+            "(SELECT max(if(status = 'Running', toUnixTimestamp(last_refresh_time), NULL)) "
+            f"FROM system.view_refreshes WHERE database = '{db}' "
+            "AND view = 'request_parts_seal') AS running"
+        )
+        query = f"SELECT {through}, {running}"
         while True:
-            await asyncio.sleep(_SEALING_POLL_SECONDS)
+            await asyncio.sleep(SEALING_POLL_SECONDS)
             if not self._sealing.waiting:
                 continue
             try:
-                through = await asyncio.to_thread(self.store.query_arrow, query)
+                row = (await asyncio.to_thread(self.store.query_arrow, query)).to_pylist()[0]
             except Exception as exc:  # the next poll retries; meanwhile the lag grows
-                log.warning("could not read how far sealing got: %s", exc)
+                if "view_refreshes" in query and "view_refreshes" in str(exc):
+                    log.warning(
+                        "cannot read system.view_refreshes (%s): sealing's pace is "
+                        "judged by its lag alone",
+                        exc,
+                    )
+                    query = f"SELECT {through}, NULL AS running"
+                else:
+                    log.warning("could not read how far sealing got: %s", exc)
                 continue
-            at = through.column("t")[0].as_py()
+            at = row["t"]
             if at is not None:
                 self._sealing.sealed(at.replace(tzinfo=at.tzinfo or UTC).timestamp())
+            self._sealing.refreshing(row["running"])
 
     def _refuse_while_sealing_behind(self, raw: bytes) -> None:
         """429 for a body that may carry per-request metrics while sealing lags.
@@ -239,9 +259,7 @@ class Receiver:
         A body without the request-id label's name anywhere in it carries none."""
         if self._sealing.behind() and self._request_label in raw:
             raise SealingBehind(
-                f"sealing of per-request metrics is {self._sealing.seconds():.0f}s behind "
-                f"the parts written (limit {self._sealing.limit:g}s): retry later",
-                retry_after=RETRY_AFTER_SECONDS,
+                f"{self._sealing.reason()}: retry later", retry_after=RETRY_AFTER_SECONDS
             )
 
     async def _seal_forever(self) -> None:

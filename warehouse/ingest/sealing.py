@@ -7,6 +7,9 @@ as fast as it can take them in would leave sealing ever further behind. So the r
 remembers when it wrote parts that are not sealed yet, and while the oldest of them has
 waited longer than :attr:`SealingLag.limit` it refuses writes that carry per-request
 metrics with 429 (the sender retries them later); plain series are never refused for it.
+It refuses them too while the store's sealing refresh has run longer than
+:func:`refresh_limit`: a refresh slowed by the intake competing for the same cores then
+gets them, and finishes within its period.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["SealingLag", "lag_limit"]
+__all__ = ["POLL_SECONDS", "SealingLag", "lag_limit", "refresh_limit"]
+
+POLL_SECONDS = 0.5
+"""How often a receiver reads how far sealing got, while parts of its wait."""
 
 _BUCKET_S = 0.1
 """Writes within this long of the first of them are remembered as one: waiting since
@@ -34,13 +40,34 @@ def lag_limit(seal_after_seconds: float, seal_every_seconds: float) -> float:
     return seal_after_seconds + 1.2 * seal_every_seconds
 
 
-class SealingLag:
-    """The write times (Unix seconds) of request parts not yet known to be sealed."""
+def refresh_limit(seal_every_seconds: float) -> float:
+    """How long a refresh of the sealing view may run before writes are refused.
 
-    def __init__(self, limit: float, clock: Callable[[], float] = time.time):
+    Half its period: under sustained full-speed writes on two cores a refresh that
+    competed with the intake for its whole run took up to twice its period
+    (docs/per-request-metrics.md, "Measured"); paused at half, it has the cores to
+    itself for the rest. At least 2 s, four of the receiver's polls: a refresh is seen
+    only when a poll finds it running, and a short period would otherwise pause the
+    intake for refreshes that merely overlapped two polls.
+    """
+    return max(seal_every_seconds / 2, 4 * POLL_SECONDS)
+
+
+class SealingLag:
+    """The write times (Unix seconds) of request parts not yet known to be sealed, and
+    since when the store's sealing refresh has been running, if it is."""
+
+    def __init__(
+        self,
+        limit: float,
+        clock: Callable[[], float] = time.time,
+        refresh_limit: float = float("inf"),
+    ):
         self.limit = limit
+        self.refresh_limit = refresh_limit
         self._clock = clock
         self._unsealed: deque[list[float]] = deque()  # [first, last] write times
+        self._refresh: tuple[object, float] | None = None  # (which, first seen)
 
     def wrote(self, at: float) -> None:
         """Parts were committed whose ``received`` is ``at`` or later."""
@@ -53,6 +80,20 @@ class SealingLag:
         """Every part received at or before ``through`` is sealed."""
         while self._unsealed and self._unsealed[0][1] <= through:
             self._unsealed.popleft()
+        if not self._unsealed:  # not followed while nothing waits: forget it
+            self._refresh = None
+
+    def refreshing(self, which: object | None) -> None:
+        """The sealing refresh named ``which`` (its start, as the store gives it) is
+        running; None: none is. It counts as running since it was first seen."""
+        if which is None:
+            self._refresh = None
+        elif self._refresh is None or self._refresh[0] != which:
+            self._refresh = (which, self._clock())
+
+    def refresh_seconds(self) -> float:
+        """How long the running refresh has been seen running (0 when none is)."""
+        return 0.0 if self._refresh is None else max(0.0, self._clock() - self._refresh[1])
 
     @property
     def waiting(self) -> bool:
@@ -64,5 +105,20 @@ class SealingLag:
         return max(0.0, self._clock() - self._unsealed[0][0]) if self._unsealed else 0.0
 
     def behind(self) -> bool:
-        """Whether writes of per-request metrics should be refused for now."""
-        return self.seconds() > self.limit
+        """Whether writes of per-request metrics should be refused for now: the oldest
+        unsealed part waited too long, or parts wait on a refresh that runs too long."""
+        if self.seconds() > self.limit:
+            return True
+        return self.waiting and self.refresh_seconds() > self.refresh_limit
+
+    def reason(self) -> str:
+        """Why :meth:`behind` holds, for the 429's message."""
+        if self.seconds() > self.limit:
+            return (
+                f"sealing of per-request metrics is {self.seconds():.0f}s behind the parts "
+                f"written (limit {self.limit:g}s)"
+            )
+        return (
+            f"the sealing refresh has run {self.refresh_seconds():.1f}s "
+            f"(limit {self.refresh_limit:g}s) with parts waiting"
+        )

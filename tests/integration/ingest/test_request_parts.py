@@ -330,6 +330,60 @@ def test_per_request_writes_wait_while_sealing_lags(sealing_store, client_for):
     assert sorted(r["request_id"] for r in rows) == sorted(acknowledged)
 
 
+def test_per_request_writes_wait_while_a_sealing_refresh_runs_long(sealing_store, client_for):
+    """A refresh of the sealing view that has run more than half its period (at least
+    2 s) while parts wait gets the cores to itself: writes of per-request metrics get
+    429 naming the refresh, plain series still land, and once refreshes are quick again
+    per-request writes are taken again."""
+    store = sealing_store
+    if not store.capabilities.scheduled_views:
+        pytest.skip("DuckDB has no sealing view to watch: its receiver seals by itself")
+    # The receiver's lag limit (10 + 1.2 s) stays far off: only the refresh can refuse.
+    client = client_for(store, seal_after_seconds=10, seal_every_seconds=1)
+    db = store.database
+    (view,) = store.query_arrow(
+        f"SELECT as_select FROM system.tables WHERE database = '{db}' "
+        "AND name = 'request_parts_seal'"
+    ).to_pylist()
+    quick = view["as_select"]
+    through = f"(SELECT max(last_received) FROM {db}.sealed_requests)"
+    slow = quick.replace(
+        through,
+        f"(SELECT max(last_received) FROM {db}.sealed_requests "
+        "WHERE (SELECT sleep(3) + sleep(3)) = 0)",  # each refresh runs 6 s
+    )
+    assert slow != quick
+    store.command(f"ALTER TABLE {db}.request_parts_seal MODIFY QUERY {slow}")
+    sent = iter(range(1_000_000))
+
+    def requests_write() -> int:
+        labels = {**LABELS, "request_id": f"req-{next(sent)}"}
+        payload = body(*((name, labels, value) for name, value in FIVE_MEASURES))
+        return client.post("/api/v1/write", payload, content_type="application/x-protobuf")
+
+    try:
+        deadline = time.monotonic() + 30
+        while (refused := requests_write()).status != 429:
+            assert refused.status == 204
+            assert time.monotonic() < deadline, "per-request writes were never refused"
+            client.loop.run_until_complete(asyncio.sleep(0.2))
+        assert refused.headers["retry-after"] == "1"
+        assert "the sealing refresh has run" in refused.text
+        plain = body(("node_load1", {"instance": "gpu-node-1"}, 1.5))
+        assert (
+            client.post("/api/v1/write", plain, content_type="application/x-protobuf").status == 204
+        )
+    finally:
+        store.command(f"ALTER TABLE {db}.request_parts_seal MODIFY QUERY {quick}")
+    deadline = time.monotonic() + 30
+    while (status := requests_write().status) != 204:
+        assert status == 429
+        assert time.monotonic() < deadline, (
+            "per-request writes were refused after refreshes sped up"
+        )
+        client.loop.run_until_complete(asyncio.sleep(0.3))
+
+
 def pause_sealing(store, client) -> None:
     """Sealing stops as if it were very slow: the view's refreshes, or the receiver's runs."""
     if store.capabilities.scheduled_views:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from warehouse.ingest.sealing import SealingLag, lag_limit
+from warehouse.ingest.sealing import SealingLag, lag_limit, refresh_limit
 
 
 class Clock:
@@ -61,3 +61,56 @@ def test_writes_close_together_wait_since_the_first_and_are_sealed_with_the_last
     assert lag.waiting and 2.0 < lag.seconds() <= 2.15
     lag.sealed(through=1_000.999)
     assert not lag.waiting
+
+
+def test_a_refresh_may_run_half_its_period_before_writes_are_refused():
+    assert refresh_limit(5) == 2.5
+    assert refresh_limit(30) == 15
+    assert refresh_limit(1) == 2.0  # never less than four polls of it
+
+
+def test_writes_are_refused_while_a_long_refresh_runs_with_parts_waiting():
+    clock = Clock()
+    lag = SealingLag(limit=16, clock=clock, refresh_limit=2.5)
+    lag.wrote(1_000.0)
+    lag.refreshing(1_000)  # first seen running now
+    clock.now += 2.0
+    lag.refreshing(1_000)  # seen again: still counted from the first sight
+    assert not lag.behind()
+    clock.now += 0.6
+    assert lag.behind() and "has run 2.6s (limit 2.5s)" in lag.reason()
+    lag.refreshing(None)  # it ended
+    assert not lag.behind() and lag.refresh_seconds() == 0.0
+    lag.refreshing(1_005)  # the next one counts from its own first sight
+    clock.now += 1.0
+    assert lag.refresh_seconds() == 1.0 and not lag.behind()
+
+
+def test_a_long_refresh_refuses_nothing_while_no_part_of_ours_waits():
+    clock = Clock()
+    lag = SealingLag(limit=16, clock=clock, refresh_limit=2.5)
+    lag.refreshing(1_000)
+    clock.now += 30
+    assert not lag.behind()
+    lag.wrote(clock.now)
+    assert lag.behind()
+
+
+def test_the_lag_is_named_first_when_both_hold():
+    clock = Clock()
+    lag = SealingLag(limit=2.5, clock=clock, refresh_limit=2.5)
+    lag.wrote(1_000.0)
+    lag.refreshing(1_000)
+    clock.now = 1_003.0
+    assert lag.behind() and "3s behind the parts written (limit 2.5s)" in lag.reason()
+
+
+def test_a_refresh_seen_before_everything_was_sealed_is_forgotten():
+    clock = Clock()
+    lag = SealingLag(limit=16, clock=clock, refresh_limit=2.5)
+    lag.wrote(1_000.0)
+    lag.refreshing(1_000)
+    lag.sealed(through=1_000.0)
+    clock.now += 60  # nothing waits, so no one looks at refreshes meanwhile
+    lag.wrote(clock.now)
+    assert lag.refresh_seconds() == 0.0 and not lag.behind()
