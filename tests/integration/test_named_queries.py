@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+from days import DAY, at
 from grafana_macros import QueryContext, Variable, interpolate
 from stores import BACKENDS, fresh_store, store_url
 from typer.testing import CliRunner
@@ -27,7 +28,7 @@ from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
 
-START = datetime(2026, 11, 2, 8, tzinfo=UTC)
+START = at(8)
 SPAN = timedelta(hours=3)
 WINDOW = {"since": START.isoformat(), "until": (START + SPAN).isoformat()}
 TODAY = datetime.now(UTC).replace(microsecond=0)
@@ -133,7 +134,11 @@ def test_the_file_runs_unchanged_with_clickhouse_query_parameters(loaded, embedd
     and each parameter as text, bound by the server itself."""
     wh = loaded["clickhouse"]
     query = read_query("threshold_breaches_by_region")
-    text = {"since": "2026-11-02 08:00:00", "until": "2026-11-02 11:00:00", "ttft_ms": "250"}
+    text = {
+        "since": f"{DAY:%Y-%m-%d} 08:00:00",
+        "until": f"{DAY:%Y-%m-%d} 11:00:00",
+        "ttft_ms": "250",
+    }
     url = f"http://127.0.0.1:{embedded_server.http_port}/?" + urllib.parse.urlencode(
         {"database": wh.store.database, "default_format": "JSONCompact"}
         | {f"param_{k}": v for k, v in text.items()}
@@ -181,8 +186,8 @@ def test_parameters_are_checked_and_named_in_the_error():
     with pytest.raises(QueryError, match="parameter ttft_ms is a Float64, not 'nan'"):
         bind(read_query("threshold_breaches_by_region"), {"ttft_ms": "nan"})
     values = bind(query, {"since": "2h"}, "clickhouse", now=START)
-    assert values == {"since": "2026-11-02 06:00:00.000", "until": "2026-11-02 08:00:00.000",
-                      "limit": 20}  # fmt: skip
+    day = f"{DAY:%Y-%m-%d}"
+    assert values == {"since": f"{day} 06:00:00.000", "until": f"{day} 08:00:00.000", "limit": 20}
 
 
 def test_a_parameter_without_a_default_must_be_given(tmp_path):

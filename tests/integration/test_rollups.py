@@ -4,13 +4,14 @@ The expected figures are computed here from the inserted Arrow table with polars
 oracle independent of both databases.
 """
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from days import at
 
 from warehouse.model import (
     ROLLUP_DIMENSIONS,
@@ -28,7 +29,7 @@ from warehouse.query.timerange import TimeRange
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
-START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+START = at(9)
 SUMS = [
     "requests",
     "errors",

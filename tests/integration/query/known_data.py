@@ -6,14 +6,15 @@ the definitions of docs/querying.md applied to these arrays, independently of an
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import numpy as np
 import pyarrow as pa
+from days import at
 
 from warehouse.model import LABEL_COLUMNS, REQUESTS_SCHEMA
 
-START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+START = at(9)
 SPAN = timedelta(hours=2)
 SINCE = START.isoformat()
 UNTIL = (START + SPAN).isoformat()

@@ -13,6 +13,7 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 import pytest
+from days import DAY
 from known_data import SINCE, SPAN, START, UNTIL
 
 from warehouse import Warehouse
@@ -201,7 +202,7 @@ def test_the_plan_says_why_it_reads_raw_rows(wh):
         ({"by": ["client_app"]}, "the rollups do not keep client_app"),
         ({"filters": {"status": "ok"}}, "the rollups do not keep status"),
         ({"measures": ["p95_itl_p99_ms"]}, "the rollups cannot answer p95_itl_p99_ms"),
-        ({"since": "2026-11-02T09:00:30Z", "by": ["zone"]}, "do not align to whole minutes"),
+        ({"since": f"{DAY:%Y-%m-%d}T09:00:30Z", "by": ["zone"]}, "do not align to whole minutes"),
         ({"exact": True}, "exact percentiles asked"),
     ]
     for change, reason in cases:
@@ -209,7 +210,7 @@ def test_the_plan_says_why_it_reads_raw_rows(wh):
         result = wh.drill(**kw)
         assert result.plan.source == "requests"
         assert reason in result.plan.reason
-    minute = wh.drill(["model"], ["count"], since="2026-11-02T09:01:00Z", until=UNTIL)
+    minute = wh.drill(["model"], ["count"], since=f"{DAY:%Y-%m-%d}T09:01:00Z", until=UNTIL)
     assert minute.plan.source == "requests_1m"
     series = wh.timeseries(["count"], interval="5m", since=SINCE, until=UNTIL)
     assert series.plan.source == "requests_1m"

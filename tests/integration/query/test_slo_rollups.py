@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
 import pyarrow.compute as pc
 import pytest
+from days import at
 from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
@@ -31,7 +32,7 @@ from warehouse.query.timerange import TimeRange
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
 
-START = datetime(2026, 11, 2, 8, tzinfo=UTC)
+START = at(8)
 SPAN = timedelta(hours=2)
 
 ON_CLICKHOUSE = pytest.mark.parametrize("store", ["clickhouse", "chdb"], indirect=True)
