@@ -60,10 +60,11 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
     # Every table the migrations create (0008's staging table too, which 0010 drops, and
     # the copy of request_parts while 0011 and 0013 rebuild it, and what sealing remembers), less
     # the bookkeeping one the migrator owns.
-    created = {"remote_write_v1", "request_parts_next", "sealed_requests"}
+    created = {"remote_write_v1", "request_parts_next", "sealed_requests", "sealed", "sealed_keys"}
     assert set(local) == set(distributed) == TABLES - {"schema_migrations"} | created
     # A Null table stays Null on every node: it keeps nothing to replicate.
     assert "ENGINE = `Null`" in local.pop("remote_write_v1")
+    assert "ENGINE = `Null`" in local.pop("sealed")
     assert "remote_write_v1_local, cityHash64(id))" in distributed["remote_write_v1"]
     drops = [s for s in map(parser, rendered) if s.startswith("DROP TABLE")]
     # 0011 and 0013 rebuild request_parts through a copy.
@@ -82,6 +83,9 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
             for suffix in ("", "_local")
         ),
         *rebuild_parts,
+        # 0017: sealing remembers keys, no longer whole requests.
+        "DROP TABLE IF EXISTS llmwh.sealed_requests ON CLUSTER c2",
+        "DROP TABLE IF EXISTS llmwh.sealed_requests_local ON CLUSTER c2",
     ]
     for table, statement in local.items():
         engine = re.search(
@@ -113,6 +117,8 @@ def test_materialized_views_read_and_write_local_tables(rendered, parser):
         "requests_sla_1h_mv",
         "request_parts_seal",
         "sealed_requests_copy",
+        "sealed_into_requests",
+        "sealed_into_keys",
         "remote_write_v1_samples",
         "remote_write_v1_series",
         "remote_write_v1_request_parts",
@@ -133,10 +139,12 @@ def test_materialized_views_read_and_write_local_tables(rendered, parser):
     backfills = [s for s in map(parser, rendered) if s.startswith("INSERT")]
     assert backfills and all("_local" in s and " llmwh.requests " not in s for s in backfills)
     # Parts and requests share the sharding key, so each shard seals its own requests.
-    assert "APPEND TO llmwh.sealed_requests_local" in seal
-    assert "FROM llmwh.request_parts_local" in seal and "FROM llmwh.sealed_requests_local" in seal
-    copy = views["sealed_requests_copy"]
-    assert "TO llmwh.requests_local" in copy and "FROM llmwh.sealed_requests_local" in copy
+    assert "APPEND TO llmwh.sealed_local" in seal
+    assert "FROM llmwh.request_parts_local" in seal and "FROM llmwh.sealed_keys_local" in seal
+    copy = views["sealed_into_requests"]
+    assert "TO llmwh.requests_local" in copy and "FROM llmwh.sealed_local" in copy
+    keys = views["sealed_into_keys"]
+    assert "TO llmwh.sealed_keys_local" in keys and "FROM llmwh.sealed_local" in keys
 
 
 def test_a_table_without_sharding_key_is_refused():

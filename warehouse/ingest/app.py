@@ -222,7 +222,7 @@ class Receiver:
         """Follow how far the store's sealing view got, and how long its refresh has been
         running, while parts wait to be sealed."""
         db = self.store.database
-        through = f"(SELECT max(last_received) FROM {db}.sealed_requests) AS t"
+        through = f"(SELECT max(last_received) FROM {db}.sealed_keys) AS t"
         # last_refresh_time (whole seconds) names the running refresh; how long it has
         # run is counted from when a poll first saw it, so never more than it ran.
         running = (

@@ -4,6 +4,7 @@ and a retried write changes no figure."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 
 import cramjam
@@ -13,7 +14,7 @@ import pytest
 from warehouse.config import Config
 from warehouse.ingest.metric_mapping import PARTS_SCHEMA
 from warehouse.ingest.proto import V1, V2
-from warehouse.store.migrations import Migrator
+from warehouse.store.migrations import Migrator, migrations_dir
 
 SEALING = Config(seal_after_seconds=1, seal_every_seconds=1)
 NOW_MS = (int(time.time()) - 60) * 1000
@@ -260,6 +261,42 @@ def test_sealing_takes_up_where_it_left_off(store, client_for):
     assert [r["request_id"] for r in rows] == ["first", "next"]
 
 
+def test_requests_sealed_before_sealing_kept_keys_only_are_not_sealed_again(
+    store, client_for, tmp_path
+):
+    """Migration 0017 replaces `sealed_requests` (whole requests) with `sealed_keys`:
+    what was sealed before it stays sealed once, a late part of it included, and
+    sealing goes on from where it was."""
+    if not store.capabilities.scheduled_views:
+        pytest.skip("DuckDB keeps no record of what it sealed: its receiver seals by itself")
+    root = tmp_path / "migrations"
+    shutil.copytree(migrations_dir(), root)
+    keys_only = next((root / "clickhouse").glob("0017_*.sql"))
+    held = keys_only.read_text()
+    keys_only.unlink()
+    Migrator(store, SEALING, root=root).up()
+    now = int(time.time() * 1000)
+    store.insert_arrow("request_parts", parts(("before", now - 5_000)))
+    client = client_for(store, seal_after_seconds=1, seal_every_seconds=1)
+    assert [r["request_id"] for r in sealed_rows(store, client, expected=1)] == ["before"]
+
+    keys_only.write_text(held)
+    assert [m.version for m in Migrator(store, SEALING, root=root).up()] == [17]
+    tables = {
+        r["name"]
+        for r in store.query_arrow(
+            f"SELECT name FROM system.tables WHERE database = '{store.database}'"
+        ).to_pylist()
+    }
+    assert "sealed_keys" in tables and "sealed_requests" not in tables
+    now = int(time.time() * 1000)
+    store.insert_arrow("request_parts", parts(("before", now), ("after", now)))  # late part
+    rows = sealed_rows(store, client, expected=2)
+    more_seals(store, client)
+    rows = sealed_rows(store, client, expected=3, timeout=0)
+    assert [r["request_id"] for r in rows] == ["after", "before"]
+
+
 def test_after_an_outage_the_parts_written_before_it_are_still_sealed(store, client_for):
     Migrator(store, SEALING).up()
     hour = 3_600_000
@@ -346,10 +383,10 @@ def test_per_request_writes_wait_while_a_sealing_refresh_runs_long(sealing_store
         "AND name = 'request_parts_seal'"
     ).to_pylist()
     quick = view["as_select"]
-    through = f"(SELECT max(last_received) FROM {db}.sealed_requests)"
+    through = f"(SELECT max(last_received) FROM {db}.sealed_keys)"
     slow = quick.replace(
         through,
-        f"(SELECT max(last_received) FROM {db}.sealed_requests "
+        f"(SELECT max(last_received) FROM {db}.sealed_keys "
         "WHERE (SELECT sleep(3) + sleep(3)) = 0)",  # each refresh runs 6 s
     )
     assert slow != quick
