@@ -16,7 +16,10 @@
 -- `sealed_requests`. A refresh is one insert into `sealed`, and its two views write as
 -- the rollups of any insert do, one after the other and not in one transaction; so did
 -- `sealed_requests` and the view that copied it into `requests`.
+-- The view goes first: a refresh that STOP VIEW cancelled might still commit a block to
+-- `sealed_requests` after its keys were copied, and those requests would be sealed again.
 SYSTEM STOP VIEW ${db}.request_parts_seal;
+DROP VIEW IF EXISTS ${db}.request_parts_seal;
 
 -- On a cluster each shard's sealing view fills its own `sealed_keys_local`, for the
 -- requests whose parts it holds; the key only names where a row written to the
@@ -85,8 +88,6 @@ FROM ${db}.sealed;
 CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.sealed_into_keys TO ${db}.sealed_keys AS
 SELECT cityHash64(tenant, request_id) AS key, last_received
 FROM ${db}.sealed;
-
-DROP VIEW IF EXISTS ${db}.request_parts_seal;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.request_parts_seal
 REFRESH EVERY ${seal_every_seconds} SECOND APPEND TO ${db}.sealed AS

@@ -33,7 +33,7 @@ SPAN = timedelta(hours=3)
 WINDOW = {"since": START.isoformat(), "until": (START + SPAN).isoformat()}
 TODAY = datetime.now(UTC).replace(microsecond=0)
 RECENT = {"since": (TODAY - timedelta(days=1)).isoformat(), "until": TODAY.isoformat()}
-"""The window of the parts' arrival (ingest_lag_by_node): the day before the tests."""
+"""The window of the parts' arrival (ingest_lag_by_node): the last day."""
 NODES_LAG_MS = {"gpu-node-1": 400, "gpu-node-2": 2_500, "gpu-node-3": 9_000}
 """How late each node's remote-written parts arrive, for ingest_lag_by_node."""
 

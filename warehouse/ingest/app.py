@@ -247,6 +247,7 @@ class Receiver:
                     query = f"SELECT {through}, NULL AS running"
                 else:
                     log.warning("could not read how far sealing got: %s", exc)
+                self._sealing.refreshing(None)  # not known: the lag limit alone decides
                 continue
             at = row["t"]
             if at is not None:

@@ -85,8 +85,10 @@ class SealingLag:
 
     def refreshing(self, which: object | None) -> None:
         """The sealing refresh named ``which`` (its start, as the store gives it) is
-        running; None: none is. It counts as running since it was first seen."""
-        if which is None:
+        running; None: none is, or it is not known. It counts as running since it was
+        first seen while parts of ours waited (refreshes are not followed while none
+        wait, so one seen then would count from a sight long past)."""
+        if which is None or not self._unsealed:
             self._refresh = None
         elif self._refresh is None or self._refresh[0] != which:
             self._refresh = (which, self._clock())

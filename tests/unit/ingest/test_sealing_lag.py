@@ -86,14 +86,40 @@ def test_writes_are_refused_while_a_long_refresh_runs_with_parts_waiting():
     assert lag.refresh_seconds() == 1.0 and not lag.behind()
 
 
-def test_a_long_refresh_refuses_nothing_while_no_part_of_ours_waits():
+def test_a_refresh_seen_while_no_part_of_ours_waits_is_not_counted():
     clock = Clock()
     lag = SealingLag(limit=16, clock=clock, refresh_limit=2.5)
     lag.refreshing(1_000)
     clock.now += 30
-    assert not lag.behind()
     lag.wrote(clock.now)
+    assert lag.refresh_seconds() == 0.0 and not lag.behind()
+    lag.refreshing(1_000)  # the next poll: counted from this sight
+    clock.now += 2.6
     assert lag.behind()
+
+
+def test_a_refresh_is_forgotten_once_everything_of_ours_is_sealed():
+    """As the receiver's poll reports it: how far sealing got, then the refresh."""
+    clock = Clock()
+    lag = SealingLag(limit=16, clock=clock, refresh_limit=2.5)
+    lag.wrote(1_000.0)
+    clock.now = 1_003.0
+    lag.sealed(through=1_000.0)
+    lag.refreshing(1_002)  # the last refresh is still finishing
+    clock.now = 1_060.0  # nothing waits, so no one looks at refreshes meanwhile
+    lag.wrote(clock.now)
+    assert lag.refresh_seconds() == 0.0 and not lag.behind()
+
+
+def test_a_refresh_not_known_counts_as_none():
+    clock = Clock()
+    lag = SealingLag(limit=16, clock=clock, refresh_limit=2.5)
+    lag.wrote(1_000.0)
+    lag.refreshing(1_000)
+    clock.now += 2.0
+    lag.refreshing(None)  # a poll failed
+    clock.now += 5.0
+    assert not lag.behind()
 
 
 def test_the_lag_is_named_first_when_both_hold():
