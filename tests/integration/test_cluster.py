@@ -53,14 +53,16 @@ def traffic():
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
     started = start_cluster(root, shards=2, cluster="c2")
-    done = subprocess.run(
-        [sys.executable, "-m", "warehouse", "migrate", "up", "--store", started.store_url()],
-        capture_output=True, text=True, timeout=300, cwd=root,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "each shard runs the statements itself" in done.stdout
-    yield root, started
-    stop_cluster(root)
+    try:  # a migration that fails must not leave the shards' servers running
+        done = subprocess.run(
+            [sys.executable, "-m", "warehouse", "migrate", "up", "--store", started.store_url()],
+            capture_output=True, text=True, timeout=300, cwd=root,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "each shard runs the statements itself" in done.stdout
+        yield root, started
+    finally:
+        stop_cluster(root)
 
 
 @pytest.fixture(scope="module")
