@@ -38,43 +38,10 @@ SETTINGS ttl_only_drop_parts = 1;
 
 INSERT INTO ${db}.sealed_keys SELECT key, last_received FROM ${db}.sealed_requests;
 
+-- The columns of `sealed_requests`, its materialized `key` included, which the keys'
+-- view takes from there rather than computing again.
 -- sharding_key: cityHash64(request_id)
-CREATE TABLE IF NOT EXISTS ${db}.sealed
-(
-    ts                   DateTime64(3, 'UTC'),
-    request_id           String,
-    tenant               LowCardinality(String),
-    service              LowCardinality(String),
-    model                LowCardinality(String),
-    model_version        LowCardinality(String),
-    region               LowCardinality(String),
-    zone                 LowCardinality(String),
-    node                 LowCardinality(String),
-    client_app           LowCardinality(String),
-    client_os            LowCardinality(String),
-    network              LowCardinality(String),
-    ab_group             LowCardinality(String),
-    request_type         LowCardinality(String),
-    status               LowCardinality(String),
-    error_class          LowCardinality(String),
-    http_status          UInt16,
-    finish_reason        LowCardinality(String),
-    is_probe             Bool,
-    queue_ms             Nullable(Float32),
-    ttft_ms              Nullable(Float32),
-    e2e_ms               Nullable(Float32),
-    tpot_ms              Nullable(Float32),
-    itl_p99_ms           Nullable(Float32),
-    prompt_tokens        Nullable(UInt32),
-    output_tokens        Nullable(UInt32),
-    cached_prompt_tokens Nullable(UInt32),
-    max_context_tokens   Nullable(UInt32),
-    consistency_score    Nullable(Float32),
-    hallucination        Nullable(Float32),
-    attrs                Map(LowCardinality(String), String),
-    last_received        DateTime64(3, 'UTC')
-)
-ENGINE = Null;
+CREATE TABLE IF NOT EXISTS ${db}.sealed AS ${db}.sealed_requests ENGINE = Null;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.sealed_into_requests TO ${db}.requests AS
 SELECT
@@ -86,7 +53,7 @@ SELECT
 FROM ${db}.sealed;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.sealed_into_keys TO ${db}.sealed_keys AS
-SELECT cityHash64(tenant, request_id) AS key, last_received
+SELECT key, last_received
 FROM ${db}.sealed;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.request_parts_seal

@@ -21,7 +21,7 @@ from collections.abc import Callable
 __all__ = ["POLL_SECONDS", "SealingLag", "lag_limit", "refresh_limit"]
 
 POLL_SECONDS = 0.5
-"""How often a receiver reads how far sealing got, while parts of its wait."""
+"""How often a receiver reads how far sealing got, while parts it wrote wait."""
 
 _BUCKET_S = 0.1
 """Writes within this long of the first of them are remembered as one: waiting since

@@ -208,7 +208,7 @@ def _batch_inserts(batch: list[Frame], token: str) -> list[tuple[str, pa.Table, 
     """One insert per table of the entries without a token, in INSERT_ORDER, then one per
     entry with a token of its own (a write the sender may retry: the store drops it twice)."""
     shared = merge_tables(
-        {e.table: e.rows for e in frame.entries if e.token is None} for frame in batch
+        {e.table: e.rows} for frame in batch for e in frame.entries if e.token is None
     )
     own = [
         (e.table, e.rows, f"{e.token}:{e.table}")
