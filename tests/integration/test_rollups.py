@@ -216,3 +216,37 @@ def test_dashboards_read_the_percentiles_the_query_layer_reads(loaded):
     expected = histogram_quantiles(offsets, buckets, counts, [0.95])[:, 0]
     assert rows.num_rows > 1
     assert np.allclose(rows.column("p").to_numpy(), expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("table", [t for t, _, _ in ROLLUPS])
+def test_each_rollup_row_holds_the_histogram_of_its_own_requests(migrated, table):
+    """Row by row, not only in total: each bucket counted once per request of the row's
+    group, keys ascending (the query layer folds a bucket's two keys as neighbours), and
+    an empty histogram for a group none of whose requests has the latency."""
+    rows = synthetic_requests(6, seed=3, start=at(10), span=timedelta(seconds=30))
+    fixed = {
+        "tenant": ["a", "a", "a", "a", "b", "b"],
+        "ttft_ms": [12.0, 10.0, 10.0, None, None, None],
+        "status": ["ok", "error", "ok", "rejected", "rejected", "rejected"],
+        **{c: [rows.column(c)[0].as_py()] * 6 for c in ("service", "model", "region")},
+        "model_version": ["v1"] * 6,
+        "zone": ["z"] * 6,
+        "ab_group": [""] * 6,
+        "request_type": ["chat"] * 6,
+    }
+    for name, values in fixed.items():
+        index = rows.schema.get_field_index(name)
+        rows = rows.set_column(index, name, pa.array(values, rows.schema.field(name).type))
+    migrated.insert_arrow("requests", rows)
+
+    got = migrated.query_arrow(
+        f"SELECT tenant, ttft_ms_hist AS h FROM {migrated.database}.{table} ORDER BY tenant"
+    ).to_pylist()
+    ten, twelve = (int(b) for b in latency_bucket(np.array([10.0, 12.0])))
+    assert [row["tenant"] for row in got] == ["a", "b"]
+    assert [tuple(pair) for pair in got[0]["h"]] == [
+        (ten * 2, 1),
+        (ten * 2 + 1, 1),
+        (twelve * 2 + 1, 1),
+    ]
+    assert list(got[1]["h"]) == []
