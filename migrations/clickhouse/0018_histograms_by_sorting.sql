@@ -6,7 +6,7 @@
 -- in the histograms' sumMap (its state is an ordered tree of generic values, updated
 -- once per request). Gathering each group's keys in an array, sorting it once and
 -- counting its runs gives the same maps (same keys, same counts, keys sorted) in
--- 0.81 s for the whole aggregation (docs/rollups.md, "What a rollup costs").
+-- 0.81 s for the whole aggregation (docs/benchmarks.md, "Rollup costs").
 --
 -- The views' SQL is otherwise 0016's; only the histogram expression changed (it comes
 -- from warehouse/store/rollup_columns.py through the rollup macro).
