@@ -220,14 +220,16 @@ def test_dashboards_read_the_percentiles_the_query_layer_reads(loaded):
 
 @pytest.mark.parametrize("table", [t for t, _, _ in ROLLUPS])
 def test_each_rollup_row_holds_the_histogram_of_its_own_requests(migrated, table):
-    """Row by row, not only in total: each bucket counted once per request of the row's
-    group, keys ascending (the query layer folds a bucket's two keys as neighbours), and
-    an empty histogram for a group none of whose requests has the latency."""
+    """Row by row, not only in total: each key counted once per request of the row's
+    group (one of them twice), keys ascending (the query layer folds a bucket's two
+    keys as neighbours), and an empty histogram for a group none of whose requests has
+    the latency."""
     rows = synthetic_requests(6, seed=3, start=at(10), span=timedelta(seconds=30))
     fixed = {
         "tenant": ["a", "a", "a", "a", "b", "b"],
-        "ttft_ms": [12.0, 10.0, 10.0, None, None, None],
-        "status": ["ok", "error", "ok", "rejected", "rejected", "rejected"],
+        "ttft_ms": [12.0, 10.0, 10.0, 10.0, None, None],
+        "status": ["ok", "error", "ok", "ok", "rejected", "rejected"],
+        "is_probe": [False] * 6,
         **{c: [rows.column(c)[0].as_py()] * 6 for c in ("service", "model", "region")},
         "model_version": ["v1"] * 6,
         "zone": ["z"] * 6,
@@ -246,7 +248,7 @@ def test_each_rollup_row_holds_the_histogram_of_its_own_requests(migrated, table
     assert [row["tenant"] for row in got] == ["a", "b"]
     assert [tuple(pair) for pair in got[0]["h"]] == [
         (ten * 2, 1),
-        (ten * 2 + 1, 1),
+        (ten * 2 + 1, 2),
         (twelve * 2 + 1, 1),
     ]
     assert list(got[1]["h"]) == []

@@ -51,8 +51,10 @@ def _duckdb_bucket(column: str) -> str:
 
 def _clickhouse_rollup(source: str) -> str:
     """The measure columns of a rollup row (0012), from `requests` rows or from rollup rows
-    (see :mod:`warehouse.store.rollup_columns`). The SQL of a migration already applied
-    must not change: a new shape is a new migration with a new macro."""
+    (see :mod:`warehouse.store.rollup_columns`). What a migration already applied
+    computes must not change: a new shape is a new migration with a new macro. A cheaper
+    way to the same values may replace the rendering, with a migration that brings the
+    existing views to it (0018 did so for the histograms)."""
     columns = rollup_columns(BUILT_IN)
     if source == "columns":  # their column definitions, for CREATE TABLE
         return ",\n    ".join(c.definition() for c in columns)

@@ -116,22 +116,25 @@ def rollup_column(name: str) -> RollupColumn:
 def _histogram_of(column: str) -> str:
     """The ``bucket * 2 + ok`` histogram of ``column`` over a group's rows, as a map.
 
-    ``sumMap`` over a one-entry map per row would say the same, at four times the cost:
-    its state is an ordered tree of generic values, updated once per row, and the four
-    histograms were 85% of a rollup view's time (benchmarks/rollup_costs.py). Instead
-    each group gathers its keys in an array (a push per row), sorts them once, and counts
-    each run of equal keys: ``starts`` are the positions where a new key begins, and a
-    run's count is the distance to the next start. The map's keys come out sorted, as
-    ``sumMap`` writes them. Identical expressions are computed once, so ``keys`` and
-    ``starts`` are not evaluated for each place they appear in.
+    ``sumMap`` over a one-entry map per row says the same at five times the cost: its
+    state is an ordered tree of generic values, updated once per row, and the four
+    histograms were 85% of a rollup view's aggregation (docs/benchmarks.md, "Rollup
+    costs"). Instead each group gathers its keys in an array (a push per row), sorts
+    them once, and counts each run of equal keys: ``first`` marks where a new key
+    begins, and a run's count is the distance from its start to the next. The map's
+    keys come out sorted, as ``sumMap`` writes them. Every array reaches a lambda as an
+    argument, never captured from outside it: a server that copies a captured column
+    once per element would do a group's work squared. Identical expressions are
+    computed once, so ``keys`` and ``first`` are not evaluated for each place they
+    appear in.
     """
     key = f"toUInt16(least({clickhouse_bucket(column)}, 32767) * 2 + (status = 'ok'))"
     keys = f"arraySort(groupArrayIf({key}, {column} IS NOT NULL))"
-    starts = f"arrayFilter(i -> i = 1 OR {keys}[i] != {keys}[i - 1], arrayEnumerate({keys}))"
+    first = f"arrayMap((d, i) -> i = 1 OR d != 0, arrayDifference({keys}), arrayEnumerate({keys}))"
+    values = f"arrayFilter((k, f) -> f, {keys}, {first})"
+    starts = f"arrayFilter((i, f) -> f, arrayEnumerate({keys}), {first})"
     counts = f"arrayPopFront(arrayDifference(arrayPushBack({starts}, length({keys}) + 1)))"
-    return (
-        f"mapFromArrays(arrayMap(i -> {keys}[i], {starts}), arrayMap(n -> toUInt64(n), {counts}))"
-    )
+    return f"mapFromArrays({values}, arrayMap(n -> toUInt64(n), {counts}))"
 
 
 def rollup_columns(names: list[str]) -> list[RollupColumn]:

@@ -284,7 +284,7 @@ def test_requests_sealed_before_sealing_kept_keys_only_are_not_sealed_again(
     for f, text in held.items():
         f.write_text(text)
     applied = [m.version for m in Migrator(store, SEALING, root=root).up()]
-    assert applied[0] == 17 and len(applied) == len(held)
+    assert applied == [int(f.name[:4]) for f in later]
     tables = {
         r["name"]
         for r in store.query_arrow(
