@@ -17,7 +17,12 @@ be in ``requests`` and prints:
   the promise ``seal_after_seconds + 2 x seal_every_seconds``;
 * the longest refresh of the sealing view, against ``seal_every_seconds``;
 * the most active parts seen (bounded parts counts: merges keep up);
-* the rows a refresh reads and writes (median; ``system.view_refreshes``).
+* the rows a refresh reads and writes (median; ``system.view_refreshes``), and the
+  rows the five longest refreshes wrote (a long refresh with a large slice differs
+  from one that was starved of CPU);
+* how long after the last write the last part reached the store (with ``--wal``, the
+  log's inserter stamps parts as received when it writes them, and sealing counts from
+  there).
 
 ``--wal`` runs ``llmwh serve --wal`` (writes acknowledged once in the receiver's
 write-ahead log, inserted every 500 ms). Set ``LLMWH_BENCH_BODIES`` to a directory to
@@ -33,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from remote_write import SAMPLES_PER_BODY, Receiver, _build_lanes, _log, _replay
@@ -91,6 +97,18 @@ class Watcher(threading.Thread):
         self.errors: set[str] = set()
         self.stopping = threading.Event()
 
+    def longest(self, n: int) -> list[dict]:
+        """The n longest refreshes that ended, each with the rows it wrote: a refresh is
+        matched to the rows seen for the start its end and duration give."""
+        written = {datetime.fromisoformat(k): rows for k, rows in self.written_rows.items()}
+        found = []
+        for ended, seconds in self.refreshes.items():
+            start = datetime.fromisoformat(ended) - timedelta(seconds=seconds)
+            near = min(written, key=lambda s: abs(s - start), default=None)
+            rows = written[near] if near and abs(near - start) <= timedelta(seconds=1.5) else None
+            found.append({"ended": ended, "seconds": seconds, "written_rows": rows})
+        return sorted(found, key=lambda r: -r["seconds"])[:n]
+
     def run(self) -> None:
         db = self.store.database
         while not self.stopping.wait(POLL_S):
@@ -140,6 +158,7 @@ def _run(receiver: Receiver, lanes: list[list[bytes]], args: argparse.Namespace)
     _log(f"sending per-request remote write for up to {args.seconds:g}s")
     tally, elapsed = _replay(receiver.port, lanes, args.seconds)
     last_write = time.monotonic()
+    last_write_at = time.time()
     ok = sum(n for status, n in tally.items() if isinstance(status, int) and status < 300)
     acknowledged = ok * SAMPLES_PER_BODY // METRICS_PER_REQUEST
     promise = args.seal_after + 2 * args.seal_every
@@ -158,6 +177,12 @@ def _run(receiver: Receiver, lanes: list[list[bytes]], args: argparse.Namespace)
         time.sleep(POLL_S)
     watcher.stopping.set()
     watcher.join()
+    # Sealing counts from when a part reached the store (with --wal, when the log's
+    # inserter wrote it), not from its acknowledgement.
+    newest = store.query_arrow(
+        f"SELECT toUnixTimestamp64Milli(max(received)) AS ms FROM {store.database}.request_parts"
+    ).to_pylist()[0]["ms"]
+    last_stored = round(newest / 1000 - last_write_at, 1)
     store.close()
     durations = sorted(watcher.refreshes.values())
     longest = max([*durations, watcher.longest_running], default=0.0)
@@ -188,6 +213,8 @@ def _run(receiver: Receiver, lanes: list[list[bytes]], args: argparse.Namespace)
         "max_active_parts": watcher.max_parts,
         "refresh_read_rows_p50": _median(list(watcher.read_rows.values())),
         "refresh_written_rows_p50": _median(list(watcher.written_rows.values())),
+        "longest_refreshes": watcher.longest(5),
+        "last_part_stored_after_last_write_s": last_stored,
         "errors": sorted(watcher.errors),
         "kept_up": kept_up,
     }
@@ -218,6 +245,12 @@ def _print(r: dict) -> None:
         f"a refresh (median): read {r['refresh_read_rows_p50']:,} rows, wrote "
         f"{r['refresh_written_rows_p50']:,} (system.view_refreshes)"
     )
+    longest = ", ".join(
+        f"{x['seconds']}s ({x['written_rows'] or 0:,} rows)" for x in r["longest_refreshes"]
+    )
+    print(f"longest refreshes: {longest}")
+    stored = r["last_part_stored_after_last_write_s"]
+    print(f"the last part reached the store {stored}s after the last write")
     for error in r["errors"]:
         print(f"error seen: {error}")
     print("KEPT UP" if r["kept_up"] else "DID NOT KEEP UP")
