@@ -32,10 +32,8 @@ def lag_limit(seal_after_seconds: float, seal_every_seconds: float) -> float:
     """The longest a written part may wait to be sealed before writes are refused.
 
     A part is sealed by the first refresh that starts ``seal_after_seconds`` after it
-    came, within ``seal_every_seconds`` of that. Once a refresh has run for a fifth of
-    its period the intake of per-request metrics pauses until it is done, so that the
-    next refresh has no more to seal than this one could (with half a period of grace,
-    refreshes ran as long as the period under sustained full-speed writes).
+    came, within ``seal_every_seconds`` of that; the fifth of a period more is for the
+    refresh itself, which the intake leaves alone once it has run :func:`refresh_limit`.
     """
     return seal_after_seconds + 1.2 * seal_every_seconds
 
@@ -43,14 +41,16 @@ def lag_limit(seal_after_seconds: float, seal_every_seconds: float) -> float:
 def refresh_limit(seal_every_seconds: float) -> float:
     """How long a refresh of the sealing view may run before writes are refused.
 
-    Half its period: under sustained full-speed writes on two cores a refresh that
-    competed with the intake for its whole run took up to twice its period
-    (docs/per-request-metrics.md, "Measured"); paused at half, it has the cores to
-    itself for the rest. At least 2 s, four of the receiver's polls: a refresh is seen
-    only when a poll finds it running, and a short period would otherwise pause the
-    intake for refreshes that merely overlapped two polls.
+    A fifth of its period: a refresh that competes with the intake for two cores runs
+    at a fraction of its speed, and how much the next one must seal grows with every
+    second the intake keeps going. Paused at half its period, the longest refresh still
+    ran past the period under sustained full-speed writes (6.5 s of 5); paused at a
+    fifth, it ran at most 4.6 s, and the receiver took more, not less: parts waited
+    less, so the lag limit refused fewer writes (docs/per-request-metrics.md,
+    "Measured"). At least 1 s, two of the receiver's polls: a refresh is seen only when
+    a poll finds it running.
     """
-    return max(seal_every_seconds / 2, 4 * POLL_SECONDS)
+    return max(seal_every_seconds / 5, 2 * POLL_SECONDS)
 
 
 class SealingLag:

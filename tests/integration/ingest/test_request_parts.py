@@ -371,8 +371,8 @@ def test_per_request_writes_wait_while_sealing_lags(sealing_store, client_for):
 
 
 def test_per_request_writes_wait_while_a_sealing_refresh_runs_long(sealing_store, client_for):
-    """A refresh of the sealing view that has run more than half its period (at least
-    2 s) while parts wait gets the cores to itself: writes of per-request metrics get
+    """A refresh of the sealing view that has run more than a fifth of its period (at
+    least 1 s) while parts wait gets the cores to itself: writes of per-request metrics get
     429 naming the refresh, plain series still land, and once refreshes are quick again
     per-request writes are taken again."""
     store = sealing_store

@@ -63,10 +63,10 @@ def test_writes_close_together_wait_since_the_first_and_are_sealed_with_the_last
     assert not lag.waiting
 
 
-def test_a_refresh_may_run_half_its_period_before_writes_are_refused():
-    assert refresh_limit(5) == 2.5
-    assert refresh_limit(30) == 15
-    assert refresh_limit(1) == 2.0  # never less than four polls of it
+def test_a_refresh_may_run_a_fifth_of_its_period_before_writes_are_refused():
+    assert refresh_limit(5) == 1.0
+    assert refresh_limit(30) == 6.0
+    assert refresh_limit(1) == 1.0  # never less than two polls of it
 
 
 def test_writes_are_refused_while_a_long_refresh_runs_with_parts_waiting():
