@@ -154,6 +154,16 @@ def test_a_deduplication_token_makes_a_second_insert_a_no_op(migrated):
     assert count.column("n")[0].as_py() == 25
 
 
+def test_a_deduplication_token_is_data_never_sql(migrated):
+    rows = synthetic_requests(4, seed=5)
+    token = "it's a \\'token\\"
+    migrated.insert_arrow("requests", rows, dedup_token=token)
+    migrated.insert_arrow("requests", rows, dedup_token=token)
+    migrated.insert_arrow("requests", rows, dedup_token=token + "'")
+    count = migrated.query_arrow(f"SELECT count(*) AS n FROM {migrated.database}.requests")
+    assert count.column("n")[0].as_py() == 8
+
+
 def test_duckdb_forgets_tokens_after_a_day(tmp_path):
     store = open_store(f"duckdb://{tmp_path / 'tokens.duckdb'}")
     Migrator(store).up()
