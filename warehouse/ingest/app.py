@@ -505,7 +505,7 @@ class Receiver:
             self._written_series.remember(series)
         else:
             if series.num_rows:
-                self.store.insert_arrow("series", series, _REMOTE_WRITE_INSERT_SETTINGS)
+                self.store.insert_arrow("series", series)
                 self._written_series.remember(series)
             self._insert_together({"samples": decoded.samples, "request_parts": parts})
         self._count_written(decoded)
@@ -514,9 +514,8 @@ class Receiver:
 
     def _insert_together(self, tables: dict[str, pa.Table]) -> None:
         """Insert tables side by side; raises the first error once every insert has ended."""
-        settings = _REMOTE_WRITE_INSERT_SETTINGS
         running = [
-            self._inserts.submit(self.store.insert_arrow, name, table, settings)
+            self._inserts.submit(self.store.insert_arrow, name, table)
             for name, table in tables.items()
             if table.num_rows
         ]
@@ -726,11 +725,6 @@ def _decompress(body: bytes) -> bytes:
 _MIN_INT64 = -(2**63)
 _INLINE_DECOMPRESS_BYTES = 256 << 10
 """Bodies up to this size are decompressed on the event loop (well under a millisecond)."""
-_REMOTE_WRITE_INSERT_SETTINGS = {"optimize_on_insert": 0}
-"""Rows of a flush are not collapsed at insert: merges do it anyway, and collapsing
-16k new series at insert cost more than the insert itself."""
-
-
 _EVENT_DECOMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "identity": lambda body: body,
     "gzip": gzip.decompress,

@@ -33,8 +33,6 @@ log = logging.getLogger("llmwh.wal")
 
 _RETRY_SECONDS = (0.2, 0.5, 1, 2, 5)
 _JOIN_SECONDS = 5
-_INSERT_SETTINGS = {"optimize_on_insert": 0}
-"""As the receiver's own remote-write inserts: merges collapse rows anyway."""
 
 
 class WalInserter:
@@ -196,7 +194,7 @@ class WalInserter:
         for table, data, token in _batch_inserts(batch, f"wal:{self.wal.id}:{first}-{last}"):
             if table == "request_parts":
                 data = _received_at(data, received)
-            self.store.insert_arrow(table, data, _INSERT_SETTINGS, token)
+            self.store.insert_arrow(table, data, dedup_token=token)
             rows[table] = rows.get(table, 0) + data.num_rows
         self.wal.applied(last)
         self._replayed_batch = None

@@ -94,15 +94,15 @@ class ClickHouseStore:
         settings: Settings | None = None,
         dedup_token: str | None = None,
     ) -> None:
-        settings = self._insert_settings(table, settings, dedup_token)
+        settings = self._insert_settings(settings, dedup_token)
         client, settings = self._route(settings)
         with _translated_errors():
             client.insert_arrow(table, data, database=self.database, settings=settings)
 
     def _insert_settings(
-        self, table: str, settings: Settings | None, dedup_token: str | None
+        self, settings: Settings | None, dedup_token: str | None
     ) -> dict[str, Any]:
-        """The settings every insert into ``table`` runs with."""
+        """The settings every insert runs with, beside the caller's ``settings``."""
         if dedup_token is not None:
             # Tables carry non_replicated_deduplication_window (see the migrations).
             settings = {
@@ -116,13 +116,12 @@ class ClickHouseStore:
             settings = {**(settings or {}), "distributed_foreground_insert": 1}
         # The rollups filled from one table are independent views: fill them side by
         # side rather than one after the other (see migrations/clickhouse/0012).
-        settings = {"parallel_view_processing": 1, **(settings or {})}
-        if table == "requests":
-            # The rollup views write one row per key of their tables, so merging each
-            # written block on insert finds nothing to merge; it took 1.1 s of the 2.9 s
-            # the tables' sinks spent on 800k requests (docs/benchmarks.md).
-            settings = {"optimize_on_insert": 0, **settings}
-        return settings
+        # No insert merges the rows of its block that share a key: every reader already
+        # merges rows of one key across parts, and merges collapse them later. On
+        # `requests` the rollup views write one row per key, so there is nothing to
+        # merge, yet it took 1.1 s of the 2.9 s the sinks spent on 800k requests; on a
+        # remote write's new series it cost more than the insert (docs/benchmarks.md).
+        return {"parallel_view_processing": 1, "optimize_on_insert": 0, **(settings or {})}
 
     def close(self) -> None:
         self._client.close()
@@ -230,7 +229,7 @@ class InProcessStore(ClickHouseStore):
         columns = ", ".join(_identifier(name) for name in data.column_names)
         sql = (
             f"INSERT INTO {_identifier(self.database)}.{_identifier(table)} ({columns}) "
-            f"SETTINGS {_settings_clause(self._insert_settings(table, settings, dedup_token))} "
+            f"SETTINGS {_settings_clause(self._insert_settings(settings, dedup_token))} "
             f"SELECT {columns} FROM Python(arrow_rows)"
         )
         arrow_rows = data  # noqa: F841 -- Python(arrow_rows) finds it by name in this frame
