@@ -209,6 +209,12 @@ class InProcessStore(ClickHouseStore):
         self._readonly_clients: dict[str, Any] = {}
         self._engine: Any = None
         self._engine_lock = threading.Lock()
+        self._closed = False
+        # The engine compares data paths literally: spell it as clickhouse-connect does.
+        if path.startswith((":memory:", "file:")):
+            self._engine_path = path
+        else:
+            self._engine_path = os.path.realpath(path)
 
     def insert_arrow(
         self,
@@ -217,35 +223,46 @@ class InProcessStore(ClickHouseStore):
         settings: Settings | None = None,
         dedup_token: str | None = None,
     ) -> None:
-        """Insert ``data`` through the engine's own Arrow reader, the ``Python()`` table function.
+        """Insert; plain request rows go through the engine's own Arrow reader, ``Python()``.
 
         clickhouse-connect's chdb client serialises each batch and has the engine read it
         back from a temporary file; ``Python()`` reads the Arrow buffers where they lie,
         at about 1.3x the rate for less CPU (docs/benchmarks.md, "Loading in-process").
+        But it reads them on parallel streams, so the rows of one insert land in an order,
+        and in blocks, that differ from run to run. That is harmless for ``requests``,
+        which keeps every row, and wrong elsewhere: tables where the last of a key's rows
+        wins, and deduplication tokens, whose blocks must be the same when a write is
+        retried. Those keep the client's path, which keeps the Arrow order.
         """
+        if table != "requests" or dedup_token is not None:
+            super().insert_arrow(table, data, settings, dedup_token)
+            return
         if data.num_rows == 0:
             return
         self._find_database()
         columns = ", ".join(_identifier(name) for name in data.column_names)
         sql = (
             f"INSERT INTO {_identifier(self.database)}.{_identifier(table)} ({columns}) "
-            f"SETTINGS {_settings_clause(self._insert_settings(settings, dedup_token))} "
+            f"SETTINGS {_settings_clause(self._insert_settings(settings, None))} "
             f"SELECT {columns} FROM Python(arrow_rows)"
         )
-        arrow_rows = data  # noqa: F841 -- Python(arrow_rows) finds it by name in this frame
+        # Python(arrow_rows) finds the table by name in this frame. One insert at a time
+        # on this connection: the engine keeps the name's binding per connection.
+        arrow_rows = data  # noqa: F841
         with self._engine_lock, _translated_errors():
+            if self._closed:
+                raise StoreError("this store is closed")
             if self._engine is None:
                 import chdb  # the engine itself; clickhouse-connect imports it the same way
 
-                # The engine compares data paths literally: spell it as clickhouse-connect does.
-                path = self._path if self._path == ":memory:" else os.path.realpath(self._path)
-                self._engine = chdb.connect(path)
+                self._engine = chdb.connect(self._engine_path)
             self._engine.query(sql)
 
     def close(self) -> None:
         for client in self._readonly_clients.values():
             client.close()
         with self._engine_lock:
+            self._closed = True
             if self._engine is not None:
                 self._engine.close()
                 self._engine = None
