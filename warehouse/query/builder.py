@@ -21,7 +21,7 @@ from warehouse.model import LATENCY_COLUMNS, ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMEN
 from warehouse.query import dialects
 from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
-from warehouse.store.base import Capabilities
+from warehouse.store.base import Capabilities, quote_identifier
 from warehouse.store.rollup_columns import (
     BUILT_IN,
     check_prefix,
@@ -790,11 +790,6 @@ def _order(question: Question, columns: tuple[str, ...], group: list[str]) -> st
     direction = "DESC" if question.order_by.startswith("-") else "ASC"
     rest = [g for g in group if g.strip('"') != name]
     return f' ORDER BY "{name}" {direction}' + "".join(f", {g}" for g in rest)
-
-
-def quote_identifier(identifier: str) -> str:
-    """``identifier`` quoted for ClickHouse SQL (and DuckDB's)."""
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _grain_name(grain: timedelta) -> str:

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from warehouse.store.url import StoreURL
 
-__all__ = ["Capabilities", "Parameters", "Settings", "Store"]
+__all__ = ["Capabilities", "Parameters", "Settings", "Store", "quote_identifier"]
 
 Parameters = Mapping[str, Any]
 Settings = Mapping[str, Any]
@@ -85,3 +85,8 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections."""
+
+
+def quote_identifier(identifier: str) -> str:
+    """``identifier`` quoted for ClickHouse SQL (and DuckDB's)."""
+    return '"' + identifier.replace('"', '""') + '"'

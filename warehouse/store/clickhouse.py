@@ -17,7 +17,7 @@ import pyarrow as pa
 from clickhouse_connect.driver import exceptions as ch_errors
 
 from warehouse.errors import ConfigError, StoreError, StoreUnavailable
-from warehouse.store.base import Capabilities, Parameters, Settings
+from warehouse.store.base import Capabilities, Parameters, Settings, quote_identifier
 from warehouse.store.url import StoreURL
 
 __all__ = ["ClickHouseStore", "open_chdb", "open_http"]
@@ -240,9 +240,9 @@ class InProcessStore(ClickHouseStore):
         if data.num_rows == 0:
             return
         self._find_database()
-        columns = ", ".join(_identifier(name) for name in data.column_names)
+        columns = ", ".join(quote_identifier(name) for name in data.column_names)
         sql = (
-            f"INSERT INTO {_identifier(self.database)}.{_identifier(table)} ({columns}) "
+            f"INSERT INTO {quote_identifier(self.database)}.{quote_identifier(table)} ({columns}) "
             f"SETTINGS {_settings_clause(self._insert_settings(settings, None))} "
             f"SELECT {columns} FROM Python(arrow_rows)"
         )
@@ -278,10 +278,6 @@ class InProcessStore(ClickHouseStore):
             readonly = self._readonly_clients[level] = _chdb_client(self._path, {"readonly": level})
         readonly.database = client.database
         return readonly, remaining or None
-
-
-def _identifier(name: str) -> str:
-    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
 
 def _settings_clause(settings: Settings) -> str:
