@@ -145,6 +145,29 @@ def test_duckdb_reads_time_in_utc_whatever_the_machine_zone(tmp_path, monkeypatc
         time.tzset()
 
 
+def test_request_rows_land_as_sent_whatever_their_chunks_hold(migrated):
+    # Each chunk of a column brings labels the others lack: ClickHouse stores receive
+    # label columns as Arrow dictionaries, one dictionary shared by every chunk.
+    first, second = synthetic_requests(30, seed=8), synthetic_requests(30, seed=9)
+    second = second.set_column(
+        second.schema.get_field_index("tenant"),
+        "tenant",
+        pa.array([f"only-in-second-{i % 4}" for i in range(30)]),
+    )
+    second = second.set_column(
+        second.schema.get_field_index("zone"), "zone", pa.array([""] * 15 + ["z-é"] * 15)
+    )
+    rows = pa.concat_tables([first, second.cast(first.schema)])
+    assert rows.column("tenant").num_chunks == 2
+    migrated.insert_arrow("requests", rows)
+    columns = ["request_id", "tenant", "zone", "model", "status", "error_class"]
+    back = migrated.query_arrow(
+        f"SELECT {', '.join(columns)} FROM {migrated.database}.requests ORDER BY request_id"
+    )
+    sent = rows.select(columns).sort_by("request_id")
+    assert back.to_pylist() == sent.to_pylist()
+
+
 def test_a_deduplication_token_makes_a_second_insert_a_no_op(migrated):
     rows = synthetic_requests(20, seed=3)
     migrated.insert_arrow("requests", rows, dedup_token="body-1")

@@ -14,6 +14,7 @@ from typing import Any
 
 import clickhouse_connect
 import pyarrow as pa
+import pyarrow.compute as pc
 from clickhouse_connect.driver import exceptions as ch_errors
 
 from warehouse.errors import ConfigError, StoreError, StoreUnavailable
@@ -69,6 +70,7 @@ class ClickHouseStore:
         # something (this process or another) creates it, the session stays on
         # `default` and looks again before each call.
         self._database_found = False
+        self._low_cardinality: dict[str, frozenset[str]] = {}
         self._find_database()
 
     def command(
@@ -96,8 +98,51 @@ class ClickHouseStore:
     ) -> None:
         settings = self._insert_settings(settings, dedup_token)
         client, settings = self._route(settings)
+        data = self._as_dictionaries(table, data)
         with _translated_errors():
             client.insert_arrow(table, data, database=self.database, settings=settings)
+
+    def _as_dictionaries(self, table: str, data: pa.Table) -> pa.Table:
+        """``data`` with each string column that ``table`` keeps as LowCardinality sent
+        as an Arrow dictionary.
+
+        The server then turns each distinct value into an entry of the column's
+        dictionary once, rather than hashing it row by row: parsing an insert into
+        `requests`, with its fourteen such columns, took 0.33-0.37 s per 1M rows
+        instead of 0.76-0.84 (docs/benchmarks.md, "Loading"). ``dictionary_encode`` gives
+        every chunk of a column one dictionary, as the Arrow file format that carries
+        the insert needs.
+        """
+        names = self._low_cardinality_columns(table)
+        wanted = [
+            i
+            for i, field in enumerate(data.schema)
+            if field.name in names and pa.types.is_string(field.type)
+        ]
+        if not wanted:
+            return data
+        for i in wanted:
+            field = data.schema.field(i)
+            encoded = pc.dictionary_encode(data.column(i))
+            data = data.set_column(i, field.with_type(encoded.type), encoded)
+        return data
+
+    def _low_cardinality_columns(self, table: str) -> frozenset[str]:
+        """The columns of ``table`` typed ``LowCardinality(String)``, looked up once the
+        table exists."""
+        names = self._low_cardinality.get(table)
+        if names is None:
+            with _translated_errors():
+                found = self._client.query_arrow(
+                    "SELECT name, type FROM system.columns "
+                    "WHERE database = {db:String} AND table = {table:String}",
+                    parameters={"db": self.database, "table": table},
+                    use_strings=True,
+                ).to_pylist()
+            names = frozenset(c["name"] for c in found if c["type"] == "LowCardinality(String)")
+            if found:
+                self._low_cardinality[table] = names
+        return names
 
     def _insert_settings(
         self, settings: Settings | None, dedup_token: str | None
