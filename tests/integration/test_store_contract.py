@@ -168,6 +168,26 @@ def test_request_rows_land_as_sent_whatever_their_chunks_hold(migrated):
     assert back.to_pylist() == sent.to_pylist()
 
 
+def test_clickhouse_stores_send_label_columns_as_dictionaries(migrated, monkeypatch):
+    if migrated.capabilities.dialect != "clickhouse":
+        pytest.skip("DuckDB reads the Arrow table in process; nothing is sent")
+    sent: list[pa.Schema] = []
+    client = migrated._client
+    send = client.insert_arrow
+
+    def recording(table, data, **options):
+        sent.append(data.schema)
+        return send(table, data, **options)
+
+    monkeypatch.setattr(client, "insert_arrow", recording)
+    # With a token, chdb inserts through the client too (its Python() path is for bulk rows).
+    migrated.insert_arrow("requests", synthetic_requests(10, seed=2), dedup_token="labels")
+    [schema] = sent
+    assert pa.types.is_dictionary(schema.field("tenant").type)
+    assert pa.types.is_dictionary(schema.field("finish_reason").type)
+    assert schema.field("request_id").type == pa.string()  # a String column, not LowCardinality
+
+
 def test_a_deduplication_token_makes_a_second_insert_a_no_op(migrated):
     rows = synthetic_requests(20, seed=3)
     migrated.insert_arrow("requests", rows, dedup_token="body-1")
