@@ -109,9 +109,9 @@ class ClickHouseStore:
         The server then turns each distinct value into an entry of the column's
         dictionary once, rather than hashing it row by row: parsing an insert into
         `requests`, with its fifteen such columns, took 0.33-0.37 s per 1M rows
-        instead of 0.76-0.84 (docs/benchmarks.md, "Loading"). ``dictionary_encode`` gives
-        every chunk of a column one dictionary, as the Arrow file format that carries
-        the insert needs.
+        instead of 0.76-0.84 (docs/benchmarks.md, "Label columns as dictionaries").
+        ``dictionary_encode`` gives every chunk of a column one dictionary, as the Arrow
+        file format that carries the insert needs.
         """
         names = self._low_cardinality_columns(table)
         wanted = [
