@@ -532,6 +532,15 @@ def test_invalid_utf8_in_a_field_name_is_refused_not_a_crash():
     assert refusal(body) == "line 2: invalid JSON: not UTF-8 text"
 
 
+def test_invalid_utf8_in_an_attrs_key_is_refused_not_a_crash():
+    # Found by the decoder fuzz test: with a valid first line the fast reader took the
+    # body, and the key's name failed to decode while attrs became maps.
+    body = ndjson(record()) + (
+        b'{"ts": 1, "request_id": "a", "status": "ok", "attrs": {"pri\xe0\xe0ority": "high"}}\n'
+    )
+    assert refusal(body) == "line 2: invalid JSON: not UTF-8 text"
+
+
 def test_a_record_spread_over_several_lines_is_refused():
     body = ndjson(record()) + b'{"ts": 1,\n "request_id": "a", "status": "ok"}\n'
     assert refusal(body).startswith("line 2: invalid JSON")

@@ -149,10 +149,13 @@ def _read_piece(piece: pa.Buffer, schema: pa.Schema) -> pa.Table | None:
             return table
         if not pa.types.is_struct(attrs):
             return None
+        # The reader lets invalid UTF-8 through in object keys too: a key's name then
+        # fails to decode here, and the per-line pass names the line.
+        names = [f.name for f in attrs]
         if not all(pa.types.is_string(f.type) or pa.types.is_null(f.type) for f in attrs):
             # The reader infers timestamps from date-like text and numbers from numbers:
             # read again with every key seen as a string.
-            keys = pa.struct([pa.field(f.name, pa.string()) for f in attrs])
+            keys = pa.struct([pa.field(name, pa.string()) for name in names])
             table = _pyarrow_json(piece, schema.append(pa.field("attrs", keys)))
     except (pa.ArrowException, UnicodeDecodeError):  # invalid UTF-8 in a field name
         return None
