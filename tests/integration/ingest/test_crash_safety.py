@@ -76,6 +76,13 @@ class Warehouse:
     def store_url(self) -> str:
         return server_status(self.data).store_url()
 
+    def diagnosis(self) -> str:
+        """Whether the receiver still runs, and the end of its log: for a failure."""
+        code = self.receiver.poll() if self.receiver is not None else None
+        state = "running" if code is None else f"exited with {code}"
+        log = (self.root / "serve.log").read_text(errors="replace")[-3000:]
+        return f"llmwh serve: {state}; ClickHouse: {server_status(self.data)}\n{log}"
+
     def close(self) -> None:
         if self.receiver is not None and self.receiver.poll() is None:
             self.receiver.terminate()
@@ -101,6 +108,24 @@ def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victi
     """With a write-ahead log (``--wal``), acknowledged means on the receiver's disk:
     what a killed receiver held there is inserted by the next one."""
     warehouse = Warehouse(tmp_path, wal=wal)
+    try:
+        expected, retried, dropped, got = _kill_repeatedly(warehouse, tmp_path, victim)
+    finally:
+        warehouse.close()  # a failed run must not leave its ClickHouse running
+    kind = f"{victim} with a write-ahead log" if wal else victim
+    print(f"{kind}: {KILLS} kills, {len(expected):,} samples, {retried:,.0f} retried by Prometheus")
+    assert len(expected) > 5_000  # the run really produced data
+    assert retried > 0, "no write was interrupted: the kills proved nothing"
+    assert dropped == 0, f"Prometheus gave up on {dropped} samples"
+    assert expected - got == set(), f"{len(expected - got)} samples missing"
+    assert got - expected == set(), f"{len(got - expected)} samples Prometheus does not hold"
+
+
+def _kill_repeatedly(
+    warehouse: Warehouse, tmp_path: Path, victim: str
+) -> tuple[set, float, float, set]:
+    """Kill ``victim`` KILLS times under Prometheus's writes; what Prometheus holds for
+    the run, its retried and failed counts, and what the warehouse holds."""
     prometheus, base = start_prometheus(tmp_path, remote_write=warehouse.write_url)
     rng = random.Random(f"kill-{victim}")
     try:
@@ -119,12 +144,15 @@ def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victi
             warehouse.start()
         time.sleep(3)  # writes through the last restarted receiver
         end = time.time() - 2
-        poll_until(
-            lambda: sent_up_to(base, end),
-            "Prometheus to have every sample of the run acknowledged after the kills",
-            timeout=120,
-            every=0.5,
-        )
+        try:
+            poll_until(
+                lambda: sent_up_to(base, end),
+                "Prometheus to have every sample of the run acknowledged after the kills",
+                timeout=120,
+                every=0.5,
+            )
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{warehouse.diagnosis()}") from None
         poll_until(warehouse.wal_inserted, "the log to be inserted", ignoring=(OSError,))
         expected = prometheus_samples(base, start, end)
         retried = counter(base, "prometheus_remote_storage_samples_retried_total")
@@ -132,14 +160,4 @@ def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victi
     finally:
         prometheus.terminate()
         prometheus.wait(timeout=30)
-    try:
-        got = warehouse_samples(warehouse.store_url(), start, end)
-    finally:
-        warehouse.close()
-    kind = f"{victim} with a write-ahead log" if wal else victim
-    print(f"{kind}: {KILLS} kills, {len(expected):,} samples, {retried:,.0f} retried by Prometheus")
-    assert len(expected) > 5_000  # the run really produced data
-    assert retried > 0, "no write was interrupted: the kills proved nothing"
-    assert dropped == 0, f"Prometheus gave up on {dropped} samples"
-    assert expected - got == set(), f"{len(expected - got)} samples missing"
-    assert got - expected == set(), f"{len(got - expected)} samples Prometheus does not hold"
+    return expected, retried, dropped, warehouse_samples(warehouse.store_url(), start, end)
