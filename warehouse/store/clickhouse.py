@@ -114,17 +114,10 @@ class ClickHouseStore:
         file format that carries the insert needs.
         """
         names = self._low_cardinality_columns(table)
-        wanted = [
-            i
-            for i, field in enumerate(data.schema)
-            if field.name in names and pa.types.is_string(field.type)
-        ]
-        if not wanted:
-            return data
-        for i in wanted:
-            field = data.schema.field(i)
-            encoded = pc.dictionary_encode(data.column(i))
-            data = data.set_column(i, field.with_type(encoded.type), encoded)
+        for i, field in enumerate(data.schema):
+            if field.name in names and pa.types.is_string(field.type):
+                encoded = pc.dictionary_encode(data.column(i))
+                data = data.set_column(i, field.with_type(encoded.type), encoded)
         return data
 
     def _low_cardinality_columns(self, table: str) -> frozenset[str]:
@@ -132,13 +125,11 @@ class ClickHouseStore:
         table exists."""
         names = self._low_cardinality.get(table)
         if names is None:
-            with _translated_errors():
-                found = self._client.query_arrow(
-                    "SELECT name, type FROM system.columns "
-                    "WHERE database = {db:String} AND table = {table:String}",
-                    parameters={"db": self.database, "table": table},
-                    use_strings=True,
-                ).to_pylist()
+            found = self.query_arrow(
+                "SELECT name, type FROM system.columns "
+                "WHERE database = {db:String} AND table = {table:String}",
+                {"db": self.database, "table": table},
+            ).to_pylist()
             names = frozenset(c["name"] for c in found if c["type"] == "LowCardinality(String)")
             if found:
                 self._low_cardinality[table] = names
