@@ -18,7 +18,7 @@ from typing import Any
 
 from warehouse.errors import QueryError
 from warehouse.model import LATENCY_COLUMNS, ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMENSIONS
-from warehouse.query import dialects
+from warehouse.query import dialects, local_merge
 from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Capabilities, quote_identifier
@@ -135,6 +135,10 @@ class RollupSource:
     totals: tuple[tuple[timedelta, str], ...] = ()
     """Tables of its columns summed over the dimensions, by grain as :attr:`grains`: for
     questions of its whole scope (no grouping, no filter narrower than the scope)."""
+    request_rows: Callable[..., str] | None = None
+    """``request_rows(database, condition, columns, dimensions)``: ClickHouse SQL of the
+    `requests` rows a condition picks, each as the rollup row it alone would make (``ts``,
+    those ``dimensions``, those columns); None when its columns cannot say that."""
 
     @property
     def tables(self) -> set[str]:
@@ -206,6 +210,9 @@ class Compiled:
     """Percentiles to read from histogram columns of the SQL: (measure, column, level)."""
     sort_after: tuple[str, int | None] | None = None
     """``(order_by, limit)`` to apply after the histograms are read."""
+    merge: local_merge.LocalMerge | None = None
+    """When set, the SQL returns rollup rows, which this merges into the answer
+    (:mod:`warehouse.query.local_merge`)."""
 
     def render(self, dialect: str) -> str:
         """The SQL for a store of ``dialect``. It is written in ClickHouse SQL, so a
@@ -310,6 +317,20 @@ def compile_question(
         prewhere=not composite,  # PREWHERE reads a table, not a union of pieces
     )
 
+    merged_here = (
+        composite
+        and source is not None
+        and source.request_rows is not None
+        and capabilities.dialect == "clickhouse"
+        and not question.keep
+        and question.order_by is None
+        and question.limit is None
+    )
+    if merged_here and source is not None:
+        keys = ["span"] * bool(question.spans) + ["time"] * (question.interval is not None)
+        local = _merged_here(question, source, plan, dims, measures, filters, database, keys)
+        if local is not None:
+            return local
     table = f"{quote_identifier(database)}.{plan.source} AS src"
     if composite and source is not None:
         asked = " ".join(select)
@@ -398,12 +419,21 @@ def _conditions(
     if not prewhere and not include_probes:
         where.append("NOT is_probe")
         probes = ""
+    where += _filter_terms(filters, parameters)
+    return f"{probes}WHERE {' AND '.join(where)}"
+
+
+def _filter_terms(
+    filters: list[tuple[Dimension, list[Any]]], parameters: dict[str, Any]
+) -> list[str]:
+    """A condition per filter, its values bound as parameters."""
+    terms = []
     for index, (dim, values) in enumerate(filters):
         names = [f"f{index}_{i}" for i in range(len(values))]
         parameters.update(zip(names, values, strict=True))
         placeholders = ", ".join(f"{{{name}:{dim.param_type}}}" for name in names)
-        where.append(f"{dim.sql} IN ({placeholders})")
-    return f"{probes}WHERE {' AND '.join(where)}"
+        terms.append(f"{dim.sql} IN ({placeholders})")
+    return terms
 
 
 def _check_names(dims: list[Dimension], measures: list[Measure], timeseries: bool) -> None:
@@ -654,6 +684,26 @@ def _composite(
     )
     # One read per table, of all its pieces: ClickHouse plans each read of a union
     # anew, and planning, not reading, is most of what a rollup's answer costs.
+    ranges = _piece_conditions(plan, parameters)
+    selects = []
+    for table, conditions in ranges.items():
+        condition = " OR ".join(f"({c})" for c in conditions)
+        if table == "requests":
+            # A raw row's spans from its own time, not its minute's: a span may start
+            # inside a minute.
+            keys = [("_spans", spans)] if spans else []
+            rows = source.rows(database, condition, used, keys)
+            # In the order of the other reads: a union matches columns by position.
+            selects.append(f"SELECT {listed} FROM ({rows})" if whole or spans else rows)
+        else:
+            name = f"{quote_identifier(database)}.{table}"
+            computed = listed.replace("_spans", f"{spans} AS _spans") if spans else listed
+            selects.append(f"SELECT {computed} FROM {name} WHERE {condition}")
+    return f"({' UNION ALL '.join(selects)})"
+
+
+def _piece_conditions(plan: Plan, parameters: dict[str, Any]) -> dict[str, list[str]]:
+    """Per table of ``plan``'s pieces, the condition picking each of its pieces' rows."""
     ranges: dict[str, list[str]] = {}
     for index, (table, span) in enumerate(plan.pieces):
         parameters[f"p{index}_since_ms"] = span.since_ms
@@ -670,21 +720,65 @@ def _composite(
                 f"fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC'))"
             )
         ranges.setdefault(table, []).append(within)
+    return ranges
+
+
+def _merged_here(
+    question: Question,
+    source: RollupSource,
+    plan: Plan,
+    dims: list[Dimension],
+    measures: list[Measure],
+    filters: list[tuple[Dimension, list[Any]]],
+    database: str,
+    keys: list[str],
+) -> Compiled | None:
+    """``question`` as plain reads of its pieces' rollup rows, merged in the client
+    (:mod:`warehouse.query.local_merge`); None when a measure cannot be computed there."""
+    assert source.request_rows is not None
+    good = source.good or ""
+    aggregates = [
+        (m.name, (m.rollup or "").replace(GOOD_COUNT, good))
+        for m in measures
+        if not m.is_percentile
+    ]
+    checks = [piece for c, limit in question.checks for piece in position_columns(c, limit)]
+    aggregates += [(piece.name, piece.merge) for piece in checks]
+    try:
+        for _, sql in aggregates:
+            local_merge.aggregate(sql)
+    except local_merge.Untranslatable:
+        return None
+    hists = {f"{m.column}_hist" for m in measures if m.is_percentile}
+    used = local_merge.used_columns(source.columns, [sql for _, sql in aggregates])
+    used = [c for c in source.columns if c in used or c in hists]
+    parameters: dict[str, Any] = {}
+    terms = _filter_terms(filters, parameters)
+    totals = {table for _, table in source.totals}
+    grouped = [d.name for d in dims]
+    db = quote_identifier(database)
     selects = []
-    for table, conditions in ranges.items():
-        condition = " OR ".join(f"({c})" for c in conditions)
+    for table, conditions in _piece_conditions(plan, parameters).items():
+        condition = " AND ".join([f"({' OR '.join(f'({c})' for c in conditions)})", *terms])
         if table == "requests":
-            # A raw row's spans from its own time, not its minute's: a span may start
-            # inside a minute.
-            keys = [("_spans", spans)] if spans else []
-            rows = source.rows(database, condition, used, keys)
-            # In the order of the other reads: a union matches columns by position.
-            selects.append(f"SELECT {listed} FROM ({rows})" if whole or spans else rows)
+            selects.append(source.request_rows(database, condition, used, grouped))
         else:
-            name = f"{quote_identifier(database)}.{table}"
-            computed = listed.replace("_spans", f"{spans} AS _spans") if spans else listed
-            selects.append(f"SELECT {computed} FROM {name} WHERE {condition}")
-    return f"({' UNION ALL '.join(selects)})"
+            listed = ", ".join(["ts", *([] if table in totals else grouped), *used])
+            selects.append(f"SELECT {listed} FROM {db}.{table} WHERE {condition}")
+    span = question.interval or timedelta(seconds=question.range.seconds)
+    merge = local_merge.LocalMerge(
+        columns=(*keys, *grouped, *(m.name for m in measures), *(p.name for p in checks)),
+        dimensions=tuple(grouped),
+        aggregates=tuple(aggregates),
+        percentiles=tuple(
+            (m.name, f"{m.column}_hist", m.level) for m in measures if m.level is not None
+        ),
+        spans=tuple((s.since_ms, s.until_ms) for s in question.spans),
+        interval_ms=int(question.interval.total_seconds() * 1000) if question.interval else None,
+        seconds=span.total_seconds(),
+    )
+    sql = " UNION ALL ".join(selects)
+    return Compiled(sql, parameters, plan, merge.columns, merge=merge)
 
 
 def _span(span: TimeRange) -> str:

@@ -236,11 +236,7 @@ def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
                 f"bad threshold {column!r}: thresholds apply to {', '.join(LATENCY_COLUMNS)}"
             )
     if not rollup:
-        terms = ["status = 'ok'"]
-        for column, limit in thresholds.items():
-            default = "true" if column == "tpot_ms" else "false"
-            terms.append(f"coalesce({column} <= {limit}, {default})")
-        return f"countIf({' AND '.join(terms)})"
+        return f"countIf({good_condition(thresholds)})"
     ok = "(sum(requests) - sum(errors) - sum(rejections))"
     if not thresholds:
         return ok
@@ -251,6 +247,15 @@ def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
     if column != "tpot_ms":
         return below
     return f"({ok} - {_histogram_count(column, None, ok_only=True)} + {below})"
+
+
+def good_condition(thresholds: dict[str, str]) -> str:
+    """ClickHouse SQL of whether one request is good (see :func:`good_count`)."""
+    terms = ["status = 'ok'"]
+    for column, limit in thresholds.items():
+        default = "true" if column == "tpot_ms" else "false"
+        terms.append(f"coalesce({column} <= {limit}, {default})")
+    return " AND ".join(terms)
 
 
 def _histogram_count(column: str, limit: str | None, ok_only: bool) -> str:

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from warehouse.model import fold_histogram, histogram_quantiles
 from warehouse.query.builder import Compiled, Question, RollupSource, compile_question
+from warehouse.query.local_merge import merge_rows
 from warehouse.query.result import Result, normalize
 from warehouse.store.base import Store
 
@@ -31,6 +32,8 @@ def execute(store: Store, compiled: Compiled) -> Result:
     sql = compiled.render(store.capabilities.dialect)
     started = time.perf_counter()
     table = store.query_arrow(sql, _used(compiled))
+    if compiled.merge is not None:
+        table = merge_rows(table, compiled.merge).to_arrow()
     frame = normalize(_read_histograms(table, compiled), compiled.columns)
     if compiled.sort_after is not None:
         order_by, limit = compiled.sort_after

@@ -26,13 +26,20 @@ from sqlglot import exp
 from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
 from warehouse.query import dialects
 from warehouse.query.builder import RollupSource, quote_identifier
-from warehouse.query.registry import PERCENTILES, dimension, good_count, measure
+from warehouse.query.registry import (
+    PERCENTILES,
+    dimension,
+    good_condition,
+    good_count,
+    measure,
+)
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.store.rollup_columns import (
     RollupColumn,
     check_prefix,
     minute_rows,
     position_columns,
+    request_rows,
     rollup_column,
 )
 
@@ -123,6 +130,21 @@ class SloRollup:
         pieces = [c for c in self.columns if columns is None or c.name in columns]
         table = f"{quote_identifier(database)}.requests"
         return minute_rows(table, self.dimensions, pieces, where, keys)
+
+    def request_rows(
+        self,
+        database: str,
+        condition: str,
+        columns: Sequence[str],
+        dimensions: Sequence[str],
+    ) -> str:
+        """ClickHouse SQL of the `requests` rows within its scope that ``condition``
+        picks, each as the row of its rollup it alone would make (those ``columns`` and
+        ``dimensions`` only)."""
+        where = ["NOT is_probe", *scope_terms(self.slo.scope), f"({condition})"]
+        pieces = [c for c in self.columns if c.name in columns]
+        table = f"{quote_identifier(database)}.requests"
+        return request_rows(table, dimensions, pieces, where)
 
     @property
     def grains(self) -> tuple[tuple[timedelta, str], ...]:
@@ -251,13 +273,17 @@ class SloRollup:
             columns=tuple(c.name for c in (self.view_columns if view else self.columns)),
             rows=self.rows,
             totals=() if view else self.totals,
+            request_rows=None if view else self.request_rows,
         )
 
     def _good(self) -> RollupColumn:
         limits = {column: repr(float(limit)) for column, limit in self.slo.thresholds.items()}
-        count = good_count(limits, rollup=False)
         return RollupColumn(
-            "good", "SimpleAggregateFunction(sum, UInt64)", f"{count} AS good", "sum(good) AS good"
+            "good",
+            "SimpleAggregateFunction(sum, UInt64)",
+            f"{good_count(limits, rollup=False)} AS good",
+            "sum(good) AS good",
+            f"toUInt64({good_condition(limits)})",
         )
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "clickhouse_bucket",
     "minute_rows",
     "position_columns",
+    "request_rows",
     "rollup_column",
     "rollup_columns",
 ]
@@ -45,9 +46,17 @@ class RollupColumn:
     """The aggregate over `requests` rows that fills it."""
     merge: str
     """The aggregate over rollup rows that merges it."""
+    per_request: str
+    """Its value for one request: the row a single request would make, which merges with
+    rollup rows like any other (how the query layer reads a range's ragged ends)."""
 
     def definition(self) -> str:
         return f"{self.name} {self.type}"
+
+    @property
+    def merge_function(self) -> str:
+        """``sum``, ``max``, ``min`` or ``sumMap``: how rows of it combine."""
+        return self.type.removeprefix("SimpleAggregateFunction(").split(",", 1)[0]
 
 
 def clickhouse_bucket(column: str) -> str:
@@ -68,49 +77,62 @@ _TOKENS = ("prompt_tokens", "output_tokens", "cached_prompt_tokens")
 def rollup_column(name: str) -> RollupColumn:
     """The rollup column called ``name`` (``requests``, ``ttft_ms_hist``, ...)."""
     if name == "requests":
-        return RollupColumn(name, _COUNT, "count() AS requests", "sum(requests) AS requests")
+        return RollupColumn(
+            name, _COUNT, "count() AS requests", "sum(requests) AS requests", "toUInt64(1)"
+        )
     if name in ("errors", "rejections"):
-        status = {"errors": "error", "rejections": "rejected"}[name]
-        return RollupColumn(name, _COUNT, f"countIf(status = '{status}') AS {name}", _sum(name))
+        status = "status = 'error'" if name == "errors" else "status = 'rejected'"
+        return RollupColumn(
+            name, _COUNT, f"countIf({status}) AS {name}", _sum(name), f"toUInt64({status})"
+        )
     if name == "errors_by_class":
+        one = "map(toString(error_class), toUInt64(1))"
         return RollupColumn(
             name,
             "SimpleAggregateFunction(sumMap, Map(String, UInt64))",
-            "sumMapIf(map(toString(error_class), toUInt64(1)), error_class != '') "
-            "AS errors_by_class",
+            f"sumMapIf({one}, error_class != '') AS errors_by_class",
             "sumMap(errors_by_class) AS errors_by_class",
+            f"if(error_class != '', {one}, map())",
         )
     if name.endswith("_sum") and name[:-4] in _TOKENS:
-        column = name[:-4]
-        return RollupColumn(
-            name, _COUNT, f"sum(toUInt64(ifNull({column}, 0))) AS {name}", _sum(name)
-        )
+        value = f"toUInt64(ifNull({name[:-4]}, 0))"
+        return RollupColumn(name, _COUNT, f"sum({value}) AS {name}", _sum(name), value)
     if name == "decode_tokens_sum":
+        value = "toUInt64(assumeNotNull(output_tokens) - 1)"
         return RollupColumn(
             name,
             _COUNT,
-            f"sumIf(toUInt64(assumeNotNull(output_tokens) - 1), {DECODING}) AS {name}",
+            f"sumIf({value}, {DECODING}) AS {name}",
             _sum(name),
+            f"if({DECODING}, {value}, toUInt64(0))",
         )
     if name == "decode_ms_sum":
+        value = "toFloat64(assumeNotNull(e2e_ms)) - assumeNotNull(ttft_ms)"
         return RollupColumn(
             name,
             _FLOAT_SUM,
-            f"sumIf(toFloat64(assumeNotNull(e2e_ms)) - assumeNotNull(ttft_ms), {DECODING}) "
-            f"AS {name}",
+            f"sumIf({value}, {DECODING}) AS {name}",
             _sum(name),
+            f"if({DECODING}, {value}, 0.)",
         )
     if name.endswith("_sum") and name[:-4] in LATENCY_COLUMNS:
-        column = name[:-4]
-        return RollupColumn(
-            name, _FLOAT_SUM, f"sum(toFloat64(ifNull({column}, 0))) AS {name}", _sum(name)
-        )
+        value = f"toFloat64(ifNull({name[:-4]}, 0))"
+        return RollupColumn(name, _FLOAT_SUM, f"sum({value}) AS {name}", _sum(name), value)
     if name.endswith("_hist") and name[:-5] in LATENCY_COLUMNS:
         column = name[:-5]
         return RollupColumn(
-            name, _HISTOGRAM, f"{_histogram_of(column)} AS {name}", f"sumMap({name}) AS {name}"
+            name,
+            _HISTOGRAM,
+            f"{_histogram_of(column)} AS {name}",
+            f"sumMap({name}) AS {name}",
+            f"if({column} IS NULL, map(), map({_histogram_key(column)}, toUInt64(1)))",
         )
     raise ValueError(f"no rollup column {name!r}")
+
+
+def _histogram_key(column: str) -> str:
+    """A request's key in the histogram of ``column``: its bucket, and whether it succeeded."""
+    return f"toUInt16(least({clickhouse_bucket(column)}, 32767) * 2 + (status = 'ok'))"
 
 
 def _histogram_of(column: str) -> str:
@@ -128,8 +150,7 @@ def _histogram_of(column: str) -> str:
     computed once, so ``keys`` and ``first`` are not evaluated for each place they
     appear in.
     """
-    key = f"toUInt16(least({clickhouse_bucket(column)}, 32767) * 2 + (status = 'ok'))"
-    keys = f"arraySort(groupArrayIf({key}, {column} IS NOT NULL))"
+    keys = f"arraySort(groupArrayIf({_histogram_key(column)}, {column} IS NOT NULL))"
     first = f"arrayMap((d, i) -> i = 1 OR d != 0, arrayDifference({keys}), arrayEnumerate({keys}))"
     values = f"arrayFilter((k, f) -> f, {keys}, {first})"
     starts = f"arrayFilter((i, f) -> f, arrayEnumerate({keys}), {first})"
@@ -176,21 +197,31 @@ def position_columns(column: str, limit: float) -> list[RollupColumn]:
     """
     p, c, t = check_prefix(column, limit), column, repr(float(limit))
     value = f"toFloat64(assumeNotNull({c}))"
+
+    def count(name: str, condition: str) -> RollupColumn:
+        # A NULL latency is counted by none of them, as countIf does not count it.
+        per_request = f"toUInt64(ifNull({condition}, 0))"
+        return RollupColumn(
+            name, _COUNT, f"countIf({condition}) AS {name}", _sum(name), per_request
+        )
+
     return [
-        RollupColumn(f"{p}_n", _COUNT, f"countIf({c} IS NOT NULL) AS {p}_n", _sum(f"{p}_n")),
-        RollupColumn(f"{p}_lt", _COUNT, f"countIf({c} < {t}) AS {p}_lt", _sum(f"{p}_lt")),
-        RollupColumn(f"{p}_le", _COUNT, f"countIf({c} <= {t}) AS {p}_le", _sum(f"{p}_le")),
+        count(f"{p}_n", f"{c} IS NOT NULL"),
+        count(f"{p}_lt", f"{c} < {t}"),
+        count(f"{p}_le", f"{c} <= {t}"),
         RollupColumn(
             f"{p}_lo",
             "SimpleAggregateFunction(max, Float64)",
             f"maxIf({value}, {c} < {t}) AS {p}_lo",
             f"max({p}_lo) AS {p}_lo",
+            f"if(ifNull({c} < {t}, 0), {value}, 0.)",
         ),
         RollupColumn(
             f"{p}_hi",
             "SimpleAggregateFunction(min, Float64)",
             f"if(countIf({c} > {t}) = 0, inf, minIf({value}, {c} > {t})) AS {p}_hi",
             f"min({p}_hi) AS {p}_hi",
+            f"if(ifNull({c} > {t}, 0), {value}, inf)",
         ),
     ]
 
@@ -218,3 +249,17 @@ def minute_rows(
         ["toStartOfMinute(ts) AS ts", *grouped, *(c.from_requests for c in columns)]
     )
     return f"SELECT\n    {select}\nFROM {source}\nGROUP BY ts, {', '.join(grouped)}"
+
+
+def request_rows(
+    source: str,
+    dimensions: Sequence[str],
+    columns: Sequence[RollupColumn],
+    where: Sequence[str] = (),
+) -> str:
+    """ClickHouse SQL of the `requests` rows at ``source`` that every condition of
+    ``where`` picks, each as the rollup row it alone would make: its own ``ts``, the
+    ``dimensions``, and each column's :attr:`~RollupColumn.per_request` value."""
+    select = ", ".join(["ts", *dimensions, *(f"{c.per_request} AS {c.name}" for c in columns)])
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {select} FROM {source}{condition}"

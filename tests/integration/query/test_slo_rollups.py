@@ -24,11 +24,12 @@ from typer.testing import CliRunner
 from warehouse.api import Warehouse
 from warehouse.cli import app
 from warehouse.query import slo_apply
-from warehouse.query.builder import Question
+from warehouse.query.builder import Question, compile_question
 from warehouse.query.run import ask
 from warehouse.query.slo import load_slo, parse_slo
 from warehouse.query.slo_rollup import SloRollup
 from warehouse.query.timerange import TimeRange
+from warehouse.store.rollup_columns import BUILT_IN, minute_rows, request_rows, rollup_columns
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
 
@@ -265,3 +266,63 @@ def test_spans_of_one_question_answer_as_separate_questions_do(loaded):
             mine = together.filter(pl.col("span") == k).drop("span").sort("model")
             assert_frame_equal(mine, pl.DataFrame(alone).sort("model"), check_exact=False)
             assert mine["count"].sum() > 0
+
+
+@ON_CLICKHOUSE
+def test_a_request_alone_makes_the_row_its_minute_would(loaded):
+    """Each rollup column's per-request value, merged, equals its aggregate over the
+    minute's requests: the ragged ends of a range, read as one-request rows, merge with
+    rollup rows as the view's own rows would."""
+    rollup = SloRollup(load_slo("chat-assistant"))
+    columns = list(rollup.columns) + rollup_columns(BUILT_IN)
+    columns = list({c.name: c for c in columns}.values())
+    database = loaded.store.database
+    keys = ", ".join(rollup.dimensions)
+    merged = ", ".join(c.merge for c in columns)
+    table = f"{database}.requests"
+    one_by_one = (
+        f"SELECT toStartOfMinute(ts) AS minute, {keys}, {merged} "
+        f"FROM ({request_rows(table, rollup.dimensions, columns)}) GROUP BY minute, {keys}"
+    )
+    aggregated = minute_rows(table, rollup.dimensions, columns)
+    order = f"ORDER BY ts, {keys}"
+    mine = loaded.store.query_arrow(f"SELECT * FROM ({one_by_one.replace('minute', 'ts')}) {order}")
+    theirs = loaded.store.query_arrow(f"SELECT * FROM ({aggregated}) {order}")
+    assert mine.num_rows == theirs.num_rows > 1000
+    for c in columns:
+        if c.type.endswith("Float64)"):  # sums of floats: the order of addition differs
+            assert pc.max(pc.abs(pc.subtract(mine[c.name], theirs[c.name]))).as_py() < 1e-6
+        else:
+            assert mine[c.name].equals(theirs[c.name]), c.name
+
+
+@ON_CLICKHOUSE
+def test_a_report_in_pieces_is_plain_reads_merged_in_the_client(loaded):
+    """On ClickHouse an SLO's rollup answers a ragged range with one query of plain
+    reads (no aggregate to plan per piece), merged here; a measure the client cannot
+    compute (counts under a latency, read in proportion from histograms) keeps the SQL
+    path, with the same answer either way for what both compute."""
+    slo = load_slo("chat-assistant")
+    slo_apply.apply(loaded.store, [slo])
+    source = SloRollup(slo).source()
+    question = Question(
+        measures=["count", "attainment", "error_rate", "p95_ttft_ms", "count_ttft_ms"],
+        range=TimeRange(START + timedelta(seconds=97.5), START + SPAN - timedelta(seconds=31)),
+        by=["model"],
+        filters={"service": ["chat"]},
+        thresholds=slo.thresholds,
+        checks=[("ttft_ms", 200.0)],
+    )
+    compiled = compile_question(question, loaded.store.capabilities, "db", [source])
+    assert compiled.merge is not None and "GROUP BY" not in compiled.sql
+    assert compiled.plan.pieces[-1][0] == "requests"
+    here = pl.DataFrame(ask(loaded.store, question, [source])).sort("model")
+    sql = replace(question, measures=[*question.measures, "count_ttft_ms_le_150"])
+    assert compile_question(sql, loaded.store.capabilities, "db", [source]).merge is None
+    there = pl.DataFrame(ask(loaded.store, sql, [source])).sort("model")
+    assert_frame_equal(here, there.select(here.columns), check_exact=False, rel_tol=1e-9)
+    raw = pl.DataFrame(ask(loaded.store, replace(question, exact=True, checks=()))).sort("model")
+    assert here.height == raw.height == 5
+    assert here["count"].to_list() == raw["count"].to_list()
+    assert here["attainment"].to_list() == raw["attainment"].to_list()
+    assert here["count_ttft_ms"].to_list() == raw["count_ttft_ms"].to_list()

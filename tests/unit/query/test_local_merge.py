@@ -1,0 +1,126 @@
+"""Rollup rows merged in the client: the same figures ClickHouse's merge would give."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from warehouse.model import fold_histogram, histogram_quantiles
+from warehouse.query.local_merge import LocalMerge, Untranslatable, aggregate, merge_rows
+from warehouse.query.registry import measure
+
+T0 = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
+MS = int(T0.timestamp() * 1000)
+HISTOGRAM = pa.map_(pa.uint16(), pa.uint64())
+
+
+def rows(*items: tuple[int, str, int, int, dict[int, int]]) -> pa.Table:
+    """Rollup rows: (seconds after T0, model, requests, good, ttft histogram)."""
+    return pa.table(
+        {
+            "ts": pa.array(
+                [T0 + timedelta(seconds=s) for s, *_ in items], pa.timestamp("ms", "UTC")
+            ),
+            "model": [m for _, m, *_ in items],
+            "requests": pa.array([r for _, _, r, _, _ in items], pa.uint64()),
+            "good": pa.array([g for *_, g, _ in items], pa.uint64()),
+            "ttft_ms_hist": pa.array([sorted(h.items()) for *_, h in items], HISTOGRAM),
+        }
+    )
+
+
+def quantile(histogram: Counter, level: float) -> float:
+    keys = np.array(sorted(histogram), np.int64)
+    counts = np.array([histogram[k] for k in keys], np.float64)
+    folded = fold_histogram(np.array([0, len(keys)]), keys, counts)
+    return float(histogram_quantiles(*folded, [level])[0, 0])
+
+
+MEASURES = (
+    ("count", measure("count").rollup),
+    ("attainment", (measure("attainment").rollup or "").replace("{good_count}", "sum(good)")),
+    ("goodput_rps", (measure("goodput_rps").rollup or "").replace("{good_count}", "sum(good)")),
+    ("count_ttft_ms", measure("count_ttft_ms").rollup),
+)
+
+
+def test_measures_spans_and_groups_merge_as_sums_and_merged_histograms():
+    data = rows(
+        (0, "a", 4, 3, {10: 1, 11: 3}),
+        (60, "a", 2, 1, {11: 1, 40: 1}),
+        (3600 + 59.5, "b", 1, 1, {12: 1}),  # a raw request, late in the range
+        (3600 + 61, "a", 5, 5, {11: 5}),
+    )
+    merge = LocalMerge(
+        columns=("span", "model", "count", "attainment", "goodput_rps", "count_ttft_ms", "p50"),
+        dimensions=("model",),
+        aggregates=tuple((n, sql) for n, sql in MEASURES if sql),
+        percentiles=(("p50", "ttft_ms_hist", 0.5),),
+        spans=((MS + 60_000, MS + 7200_000),),
+        seconds=7200.0,
+    )
+    found = merge_rows(data, merge)
+    assert found.select("span", "model", "count").rows() == [
+        (0, "a", 11),
+        (0, "b", 1),
+        (1, "a", 7),
+        (1, "b", 1),
+    ]
+    assert found["attainment"].to_list() == [9 / 11, 1.0, 6 / 7, 1.0]
+    assert found["goodput_rps"].to_list() == [9 / 7200, 1 / 7200, 6 / 7140, 1 / 7140]
+    assert found["count_ttft_ms"].to_list() == [11, 1, 7, 1]
+    whole_a = Counter({10: 1, 11: 9, 40: 1})
+    late_a = Counter({11: 6, 40: 1})
+    assert found["p50"].to_list()[0] == quantile(whole_a, 0.5)
+    assert found["p50"].to_list()[2] == quantile(late_a, 0.5)
+
+
+def test_time_buckets_start_where_their_interval_does():
+    data = rows((10, "a", 1, 1, {}), (299, "a", 2, 0, {}), (300, "a", 4, 4, {}))
+    merge = LocalMerge(
+        columns=("time", "count"),
+        dimensions=(),
+        aggregates=(("count", "sum(requests)"),),
+        interval_ms=300_000,
+    )
+    found = merge_rows(data, merge)
+    assert found.rows() == [(T0, 3), (T0 + timedelta(minutes=5), 4)]
+
+
+def test_nothing_grouped_over_no_rows_is_one_row_of_nothing():
+    merge = LocalMerge(
+        columns=("count", "attainment", "p95"),
+        dimensions=(),
+        aggregates=(("count", "sum(requests)"), MEASURES[1]),
+        percentiles=(("p95", "ttft_ms_hist", 0.95),),
+        seconds=60.0,
+    )
+    found = merge_rows(rows(), merge)
+    assert found["count"].to_list() == [0]
+    assert found["attainment"].to_list() == [None]
+    assert np.isnan(found["p95"].item())  # NaN, as ClickHouse says it: normalize nulls it
+
+
+def test_position_merges_take_maxima_and_minima():
+    frame = pl.DataFrame({"lo": [1.5, 7.0, 0.0], "hi": [9.0, float("inf"), 8.5]})
+    found = frame.select(aggregate("max(lo) AS lo"), aggregate("min(hi) AS hi"))
+    assert found.rows() == [(7.0, 8.5)]
+
+
+def test_ratios_of_nothing_are_null_not_an_error():
+    frame = pl.DataFrame(
+        {"errors": [0, 0], "requests": [0, 0]}, schema={"errors": pl.UInt64, "requests": pl.UInt64}
+    )
+    found = frame.select(aggregate(measure("error_rate").rollup or ""))
+    assert found.item() is None
+
+
+@pytest.mark.parametrize("name", ["count_ttft_ms_le_150", "p95_ttft_ms"])
+def test_what_the_client_cannot_compute_is_refused(name):
+    with pytest.raises(Untranslatable):
+        aggregate(measure(name).rollup or "quantileExact(0.95)(ttft_ms)")

@@ -1,0 +1,241 @@
+"""A range read in pieces, merged here rather than in ClickHouse.
+
+A question that an SLO's rollup answers in pieces (whole hours, whole minutes, raw rows
+for the ragged ends) is fetched as one ``UNION ALL`` of plain reads: the rollup rows of
+each piece as they are stored, and each request of the ragged ends as the rollup row it
+alone would make (:attr:`~warehouse.store.rollup_columns.RollupColumn.per_request`).
+The rows are then merged and the measures computed in the client, with polars and
+numpy. ClickHouse plans every read of a union anew, and planning the report's twenty-odd
+aggregates over each piece cost more than reading them (docs/benchmarks.md, "SLO
+rollups"); plain reads plan in a few milliseconds, and merging a few hundred rows here
+takes less than one.
+
+The measures keep their one definition: each measure's rollup SQL from the registry and
+each column's merge (``sum``, ``max``, ``min``, ``sumMap``) are translated into polars
+expressions by :func:`aggregate`, which knows the handful of functions they use and
+refuses anything else; a question with such a measure stays on the SQL path.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from warehouse.model import fold_histogram, histogram_quantiles
+
+__all__ = ["LocalMerge", "Untranslatable", "aggregate", "merge_rows"]
+
+
+class Untranslatable(ValueError):
+    """SQL that :func:`aggregate` cannot compute here."""
+
+
+@dataclass(frozen=True)
+class LocalMerge:
+    """How the rows of a piecewise read become the answer."""
+
+    columns: tuple[str, ...]
+    """The result's columns, in order: the keys, then the measures and checks."""
+    dimensions: tuple[str, ...]
+    """The grouped dimensions (columns of the rows, named as in the result)."""
+    aggregates: tuple[tuple[str, str], ...]
+    """(result column, ClickHouse SQL of its aggregate over rollup rows)."""
+    percentiles: tuple[tuple[str, str, float], ...] = ()
+    """(result column, histogram column, level) read from merged histograms."""
+    spans: tuple[tuple[int, int], ...] = ()
+    """``[since_ms, until_ms)`` of each span: a ``span`` key, 0 for the whole range."""
+    interval_ms: int | None = None
+    """Time buckets: a ``time`` key, the start of each row's bucket."""
+    seconds: float = 0.0
+    """The range's length, for rates (each span's rates use its own length)."""
+
+    @property
+    def keys(self) -> list[str]:
+        return ["span"] * bool(self.spans) + ["time"] * bool(self.interval_ms) + [*self.dimensions]
+
+
+def merge_rows(rows: pa.Table, merge: LocalMerge) -> pl.DataFrame:
+    """The answer from rollup rows (``ts``, the dimensions, rollup columns): one row per
+    group of the keys, ordered by them; one row of nothing when nothing is grouped."""
+    maps = {
+        name: rows.column(name).combine_chunks()
+        for name in rows.column_names
+        if pa.types.is_map(rows.schema.field(name).type)
+    }
+    plain = rows.drop_columns(list(maps))
+    frame = pl.from_arrow(plain)
+    assert isinstance(frame, pl.DataFrame)
+    frame = frame.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"))
+    frame = frame.with_columns(pl.col("ts").dt.epoch("ms").alias("_ts_ms"))
+    for name, array in maps.items():  # a histogram's total, for counts and averages
+        offsets = array.offsets.to_numpy().astype(np.int64)
+        items = array.items.to_numpy(zero_copy_only=False).astype(np.int64)
+        sums = np.concatenate([[0], np.cumsum(items)])
+        frame = frame.with_columns(
+            pl.Series(f"_total_{name}", sums[offsets[1:]] - sums[offsets[:-1]])
+        )
+    frame = _expanded(frame, merge)
+    keys = merge.keys
+    if keys:
+        groups = frame.select(keys).unique().sort(keys).with_row_index("_g")
+        frame = frame.join(groups, on=keys, how="left", nulls_equal=True)
+    else:
+        groups = pl.DataFrame({"_g": [0]}, schema={"_g": pl.UInt32})
+        frame = frame.with_columns(pl.lit(0, pl.UInt32).alias("_g"))
+    measured = frame.group_by("_g").agg(
+        aggregate(sql).alias(name) for name, sql in merge.aggregates
+    )
+    answer = groups.join(measured, on="_g", how="left").sort("_g")
+    if not keys and frame.height == 0:  # aggregates of no rows, as SQL gives them
+        answer = groups.join(
+            frame.select(aggregate(sql).alias(name) for name, sql in merge.aggregates),
+            how="cross",
+        )
+    for name, values in _percentiles(frame, maps, merge, answer.height).items():
+        answer = answer.with_columns(pl.Series(name, values, pl.Float64))
+    return answer.select(merge.columns)
+
+
+def _expanded(frame: pl.DataFrame, merge: LocalMerge) -> pl.DataFrame:
+    """Each row once per span it falls in (with its span's length), and its time bucket."""
+    if merge.spans:
+        lengths = [merge.seconds] + [(b - a) / 1000 for a, b in merge.spans]
+        parts = [frame.with_columns(span=pl.lit(0, pl.Int64))]
+        for k, (since, until) in enumerate(merge.spans, start=1):
+            inside = frame.filter((pl.col("_ts_ms") >= since) & (pl.col("_ts_ms") < until))
+            parts.append(inside.with_columns(span=pl.lit(k, pl.Int64)))
+        frame = pl.concat(parts)
+        seconds = pl.col("span").replace_strict(list(range(len(lengths))), lengths)
+        frame = frame.with_columns(seconds.cast(pl.Float64).alias("_seconds"))
+    else:
+        frame = frame.with_columns(pl.lit(merge.seconds, pl.Float64).alias("_seconds"))
+    if merge.interval_ms:
+        step = merge.interval_ms
+        start = (pl.col("_ts_ms") // step * step).cast(pl.Datetime("ms", "UTC"))
+        frame = frame.with_columns(start.alias("time"))
+    return frame
+
+
+def _percentiles(
+    frame: pl.DataFrame, maps: dict[str, pa.MapArray], merge: LocalMerge, groups: int
+) -> dict[str, np.ndarray]:
+    """Each percentile asked, per group, from the group's merged histogram."""
+    found: dict[str, np.ndarray] = {}
+    rows = frame.get_column("_row").to_numpy()
+    owners = frame.get_column("_g").to_numpy().astype(np.int64)
+    for column in dict.fromkeys(hist for _, hist, _ in merge.percentiles):
+        asked = [(name, level) for name, hist, level in merge.percentiles if hist == column]
+        offsets, keys, counts = _merged(maps[column], rows, owners, groups)
+        folded = fold_histogram(offsets, keys, counts)
+        values = histogram_quantiles(*folded, [level for _, level in asked])
+        for index, (name, _) in enumerate(asked):
+            found[name] = values[:, index]
+    return found
+
+
+def _merged(
+    maps: pa.MapArray, rows: np.ndarray, owners: np.ndarray, groups: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The histograms of the rows ``rows`` (indices into ``maps``) summed per owner
+    group, flattened as Arrow lays out maps: ``(offsets, keys, counts)``, keys sorted."""
+    offsets = maps.offsets.to_numpy().astype(np.int64)
+    keys = maps.keys.to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = maps.items.to_numpy(zero_copy_only=False).astype(np.float64)
+    lengths = offsets[rows + 1] - offsets[rows]
+    total = int(lengths.sum())
+    # The entries of each chosen row, in order: its start, then one step per entry.
+    firsts = np.repeat(offsets[rows] - np.cumsum(lengths) + lengths, lengths)
+    entries = firsts + np.arange(total)
+    owner = np.repeat(owners, lengths)
+    width = int(keys.max()) + 1 if len(keys) else 1
+    # Each (group, key) one slot: counted in one pass where the slots are few, else sorted.
+    slot = owner * width + keys[entries]
+    if groups * width <= _MAX_SLOTS:
+        summed = np.bincount(slot, weights=counts[entries], minlength=groups * width)
+        found = np.flatnonzero(summed)
+        summed = summed[found]
+    else:
+        found, inverse = np.unique(slot, return_inverse=True)
+        summed = np.bincount(inverse, weights=counts[entries])
+    merged_offsets = np.zeros(groups + 1, np.int64)
+    np.cumsum(np.bincount(found // width, minlength=groups), out=merged_offsets[1:])
+    return merged_offsets, found % width, summed
+
+
+_MAX_SLOTS = 1 << 22
+
+
+def aggregate(sql: str) -> pl.Expr:
+    """A polars aggregate computing ClickHouse ``sql`` over a group of rollup rows.
+
+    ``sql`` is a measure's or a merge's rollup SQL: sums, maxima and minima of columns,
+    arithmetic, ``nullIf(x, 0)``, ``toFloat64``, ``arraySum(mapValues(histogram))``
+    (read from the histogram's precomputed ``_total_`` column) and ``{seconds:Float64}``
+    (the group's span length). Anything else raises :class:`Untranslatable`.
+    """
+    return _translate(_parsed(sql))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(sql: str) -> exp.Expression:
+    try:
+        return sqlglot.parse_one(sql, read="clickhouse")
+    except sqlglot.errors.ParseError as error:
+        raise Untranslatable(f"cannot parse {sql!r}") from error
+
+
+_AGGREGATES = {exp.Sum: "sum", exp.Max: "max", exp.Min: "min"}
+_ARITHMETIC = {
+    exp.Add: lambda a, b: a + b,
+    exp.Sub: lambda a, b: a - b,
+    exp.Mul: lambda a, b: a * b,
+    exp.Div: lambda a, b: a / b,
+}
+
+
+def _translate(node: exp.Expression) -> pl.Expr:
+    if isinstance(node, exp.Alias | exp.Paren):
+        return _translate(node.this)
+    if type(node) in _AGGREGATES:
+        return getattr(_row_value(node.this), _AGGREGATES[type(node)])()
+    if type(node) in _ARITHMETIC:
+        return _ARITHMETIC[type(node)](_translate(node.this), _translate(node.expression))
+    if isinstance(node, exp.Nullif) and _is_zero(node.expression):
+        value = _translate(node.this)
+        return pl.when(value != 0).then(value)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return pl.lit(float(node.this))
+    if isinstance(node, exp.Placeholder) and node.name == "seconds":
+        return pl.col("_seconds").first()
+    raise Untranslatable(f"cannot compute {node.sql('clickhouse')!r} here")
+
+
+def _row_value(node: exp.Expression) -> pl.Expr:
+    """A column, or a function of one row, inside an aggregate."""
+    if isinstance(node, exp.Column):
+        return pl.col(node.name)
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "tofloat64":
+        [argument] = node.expressions
+        return _row_value(argument).cast(pl.Float64)
+    if isinstance(node, exp.ArraySum) and isinstance(node.this, exp.Anonymous):
+        inner = node.this
+        if inner.name.lower() == "mapvalues" and isinstance(inner.expressions[0], exp.Column):
+            return pl.col(f"_total_{inner.expressions[0].name}")
+    raise Untranslatable(f"cannot compute {node.sql('clickhouse')!r} per row here")
+
+
+def _is_zero(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Literal) and not node.is_string and float(node.this) == 0
+
+
+def used_columns(columns: Sequence[str], sql: Sequence[str]) -> list[str]:
+    """The rollup ``columns`` that any of ``sql`` reads, in their order."""
+    tokens = {c.name for text in sql for c in _parsed(text).find_all(exp.Column)}
+    return [c for c in columns if c in tokens]
