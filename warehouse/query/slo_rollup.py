@@ -12,6 +12,7 @@ all that shapes its rows: changing a threshold makes a new rollup (docs/slo-roll
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -21,9 +22,10 @@ from datetime import timedelta
 
 import numpy as np
 import polars as pl
+import sqlglot
 from sqlglot import exp
 
-from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
+from warehouse.model import LATENCY_COLUMNS, REQUEST_COLUMN_TYPES, TOKEN_COLUMNS
 from warehouse.query import dialects
 from warehouse.query.builder import RollupSource, quote_identifier
 from warehouse.query.registry import (
@@ -72,7 +74,7 @@ class SloRollup:
                 found.append((percentile[0], objective.value))
         return tuple(dict.fromkeys(found))
 
-    @property
+    @functools.cached_property
     def columns(self) -> tuple[RollupColumn, ...]:
         names = [*_COUNTS]
         for name in self.slo.measures:
@@ -99,10 +101,12 @@ class SloRollup:
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
             "columns": [c.definition() for c in self.columns],
+            "requests_columns": list(self.request_columns),
         }
 
-    @property
+    @functools.cached_property
     def version(self) -> str:
+        """A hash of :attr:`definition` (computed once: every table name carries it)."""
         text = json.dumps(self.definition, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
@@ -138,13 +142,46 @@ class SloRollup:
         columns: Sequence[str],
         dimensions: Sequence[str],
     ) -> str:
-        """ClickHouse SQL of the `requests` rows within its scope that ``condition``
-        picks, each as the row of its rollup it alone would make (those ``columns`` and
-        ``dimensions`` only)."""
-        where = ["NOT is_probe", *scope_terms(self.slo.scope), f"({condition})"]
+        """ClickHouse SQL of the requests within its scope that ``condition`` picks, each
+        as the row of its rollup it alone would make (those ``columns`` and
+        ``dimensions`` only), read from its table of requests (:attr:`requests_table`)."""
         pieces = [c for c in self.columns if c.name in columns]
-        table = f"{quote_identifier(database)}.requests"
-        return request_rows(table, dimensions, pieces, where)
+        table = f"{quote_identifier(database)}.{self.requests_table}"
+        return request_rows(table, dimensions, pieces, [f"({condition})"])
+
+    @property
+    def requests_table(self) -> str:
+        """Its table of requests: those within its scope, only the columns its rollup
+        rows are computed from, ordered by time.
+
+        It is how a range's ragged ends are read. `requests` is ordered by tenant,
+        service and model before the hour, so the few seconds before a minute boundary
+        cost a read of that hour of the scope; here they cost a read of those seconds
+        (docs/slo-rollups.md, "The ragged ends").
+        """
+        return f"{self.table}_requests"
+
+    @functools.cached_property
+    def request_columns(self) -> tuple[str, ...]:
+        """The columns of :attr:`requests_table`: ``ts``, its dimensions, and every `requests`
+        column that a rollup column's per-request value reads."""
+        read = {
+            column.name
+            for piece in self.columns
+            for column in sqlglot.parse_one(piece.per_request, read="clickhouse").find_all(
+                exp.Column
+            )
+        }
+        others = [c for c in REQUEST_COLUMN_TYPES if c in read and c not in self.dimensions]
+        return ("ts", *self.dimensions, *others)
+
+    def request_select(self, database: str) -> str:
+        """ClickHouse SQL of the rows of :attr:`requests_table` from `requests`."""
+        where = " AND ".join(["NOT is_probe", *scope_terms(self.slo.scope)])
+        return (
+            f"SELECT {', '.join(self.request_columns)}\n"
+            f"FROM {quote_identifier(database)}.requests\nWHERE {where}"
+        )
 
     @property
     def grains(self) -> tuple[tuple[timedelta, str], ...]:
@@ -168,8 +205,8 @@ class SloRollup:
 
     @property
     def tables(self) -> tuple[str, ...]:
-        """All its tables: by grain, then totals."""
-        return tuple(table for _, table in (*self.grains, *self.totals))
+        """All its tables: by grain, then totals, then its table of requests."""
+        return (*(table for _, table in (*self.grains, *self.totals)), self.requests_table)
 
     @property
     def totals(self) -> tuple[tuple[timedelta, str], ...]:
@@ -205,6 +242,15 @@ class SloRollup:
                     "SETTINGS ttl_only_drop_parts = 1\n"
                     f"COMMENT {_literal(comment)}"
                 )
+        columns = ",\n    ".join(f"{c} {REQUEST_COLUMN_TYPES[c]}" for c in self.request_columns)
+        statements.append(
+            f"-- sharding_key: cityHash64({', '.join(self.dimensions) or 'ts'})\n"
+            f"CREATE TABLE IF NOT EXISTS {db}.{self.requests_table}\n(\n    {columns}\n)\n"
+            "ENGINE = MergeTree\nPARTITION BY toDate(ts)\nORDER BY ts\n"
+            f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
+            "SETTINGS ttl_only_drop_parts = 1\n"
+            f"COMMENT {_literal(comment)}"
+        )
         return statements
 
     def derived(self, database: str) -> list[tuple[str, str]]:
@@ -236,6 +282,10 @@ class SloRollup:
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{table}_mv TO {db}.{table} AS\n{select}"
             for table, select in self.derived(database)
         ]
+        views.append(
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{self.requests_table}_mv "
+            f"TO {db}.{self.requests_table} AS\n{self.request_select(database)}"
+        )
         views.append(
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{self.view} "
             f"TO {db}.{self.table} AS\n{self.rows(database)}"

@@ -326,3 +326,28 @@ def test_a_report_in_pieces_is_plain_reads_merged_in_the_client(loaded):
     assert here["count"].to_list() == raw["count"].to_list()
     assert here["attainment"].to_list() == raw["attainment"].to_list()
     assert here["count_ttft_ms"].to_list() == raw["count_ttft_ms"].to_list()
+
+
+@ON_CLICKHOUSE
+def test_its_table_of_requests_holds_its_scope_in_the_types_of_requests(loaded, traffic):
+    """The ragged ends are read from the SLO's own table of requests: every valid
+    request in its scope, once, its columns typed as in `requests`."""
+    slo = load_slo("chat-assistant")
+    slo_apply.apply(loaded.store, [slo])
+    rollup = SloRollup(slo)
+    types = loaded.store.query_arrow(
+        "SELECT table, name, type FROM system.columns WHERE database = {db:String} "
+        "AND table IN ('requests', {mine:String})",
+        {"db": loaded.store.database, "mine": rollup.requests_table},
+    ).to_pylist()
+    of = {t: {c["name"]: c["type"] for c in types if c["table"] == t} for t in ("requests",)}
+    mine = {c["name"]: c["type"] for c in types if c["table"] == rollup.requests_table}
+    assert list(mine) == list(rollup.request_columns)
+    assert mine == {name: of["requests"][name] for name in mine}
+    expected = pc.sum(
+        pc.and_(pc.equal(traffic["service"], "chat"), pc.invert(traffic["is_probe"]))
+    ).as_py()
+    counted = loaded.store.query_arrow(
+        f"SELECT count() AS n FROM {loaded.store.database}.{rollup.requests_table}"
+    )
+    assert counted["n"][0].as_py() == expected > 1000
