@@ -524,7 +524,9 @@ def _covering_pieces(
     if not _covers(source, question, dims, filters, measures):
         return None
     whole = not dims and all(source.within_scope(d.name, v) for d, v in filters)
-    return _pieces(question, source.totals if whole and source.totals else source.grains)
+    if whole and source.totals:
+        return _pieces(question, source.totals, totals=True)
+    return _pieces(question, source.grains)
 
 
 def _pieces_plan(
@@ -545,7 +547,7 @@ def _pieces_plan(
 
 
 def _pieces(
-    question: Question, grains: tuple[tuple[timedelta, str], ...]
+    question: Question, grains: tuple[tuple[timedelta, str], ...], totals: bool = False
 ) -> tuple[tuple[str, TimeRange], ...] | None:
     """The range cut into the coarsest whole buckets of the tables ``grains`` lists
     (whole hours, then minutes) and the ragged rest from raw rows; None when no minute
@@ -557,6 +559,10 @@ def _pieces(
     ]
     if not usable:
         return None
+    if totals and question.interval is None and len(usable) > 2:
+        # Of totals (a row a bucket) the finest and the coarsest: a grain between them
+        # would save a few rows at each cut for a read of one more table.
+        usable = [usable[0], usable[-1]]
     pieces: list[tuple[str, TimeRange]] = []
     rest = _cut(question.range, question.spans)
     for grain, table in reversed(usable):

@@ -30,7 +30,14 @@ from sqlglot import exp
 
 from warehouse.model import fold_histogram, histogram_quantiles
 
-__all__ = ["LocalMerge", "Untranslatable", "aggregate", "merge_rows"]
+__all__ = [
+    "LocalMerge",
+    "Untranslatable",
+    "aggregate",
+    "columns_read",
+    "merge_rows",
+    "used_columns",
+]
 
 
 class Untranslatable(ValueError):
@@ -237,5 +244,11 @@ def _is_zero(node: exp.Expression) -> bool:
 
 def used_columns(columns: Sequence[str], sql: Sequence[str]) -> list[str]:
     """The rollup ``columns`` that any of ``sql`` reads, in their order."""
-    tokens = {c.name for text in sql for c in _parsed(text).find_all(exp.Column)}
-    return [c for c in columns if c in tokens]
+    read = {name for text in sql for name in columns_read(text)}
+    return [c for c in columns if c in read]
+
+
+@functools.lru_cache(maxsize=1024)
+def columns_read(sql: str) -> frozenset[str]:
+    """The names of the columns that ClickHouse ``sql`` reads."""
+    return frozenset(c.name for c in _parsed(sql).find_all(exp.Column))

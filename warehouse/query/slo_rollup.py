@@ -22,12 +22,12 @@ from datetime import timedelta
 
 import numpy as np
 import polars as pl
-import sqlglot
 from sqlglot import exp
 
 from warehouse.model import LATENCY_COLUMNS, REQUEST_COLUMN_TYPES, TOKEN_COLUMNS
 from warehouse.query import dialects
 from warehouse.query.builder import RollupSource, quote_identifier
+from warehouse.query.local_merge import columns_read
 from warehouse.query.registry import (
     PERCENTILES,
     dimension,
@@ -165,13 +165,7 @@ class SloRollup:
     def request_columns(self) -> tuple[str, ...]:
         """The columns of :attr:`requests_table`: ``ts``, its dimensions, and every `requests`
         column that a rollup column's per-request value reads."""
-        read = {
-            column.name
-            for piece in self.columns
-            for column in sqlglot.parse_one(piece.per_request, read="clickhouse").find_all(
-                exp.Column
-            )
-        }
+        read = {name for piece in self.columns for name in columns_read(piece.per_request)}
         others = [c for c in REQUEST_COLUMN_TYPES if c in read and c not in self.dimensions]
         return ("ts", *self.dimensions, *others)
 
