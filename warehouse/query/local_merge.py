@@ -79,8 +79,12 @@ def merge_rows(rows: pa.Table, merge: LocalMerge) -> pl.DataFrame:
     plain = rows.drop_columns(list(maps))
     frame = pl.from_arrow(plain)
     assert isinstance(frame, pl.DataFrame)
-    frame = frame.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"))
-    frame = frame.with_columns(pl.col("ts").dt.epoch("ms").alias("_ts_ms"))
+    frame = frame.with_columns(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+        pl.col("ts").dt.epoch("ms").alias("_ts_ms"),
+        # Plain strings, so that groups sort as ClickHouse sorts them, not by dictionary.
+        *(pl.col(name).cast(pl.Utf8) for name in merge.dimensions),
+    )
     for name, array in maps.items():  # a histogram's total, for counts and averages
         offsets = array.offsets.to_numpy().astype(np.int64)
         items = array.items.to_numpy(zero_copy_only=False).astype(np.int64)
