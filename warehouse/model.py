@@ -19,7 +19,6 @@ __all__ = [
     "LABEL_COLUMNS",
     "LATENCY_COLUMNS",
     "REQUESTS_SCHEMA",
-    "REQUEST_COLUMN_TYPES",
     "ROLLUP_DIMENSIONS",
     "ROLLUP_LATENCIES",
     "SLA_ROLLUP_DIMENSIONS",
@@ -108,23 +107,6 @@ REQUESTS_SCHEMA = pa.schema(
 )
 """Arrow schema of one `requests` row: units are in the names (ms, tokens)."""
 
-
-def _clickhouse_type(field: pa.Field) -> str:
-    if field.name == "ts":
-        return "DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))"
-    if pa.types.is_string(field.type):
-        return "String" if field.name == "request_id" else "LowCardinality(String)"
-    name = {pa.float32(): "Float32", pa.uint32(): "UInt32", pa.uint16(): "UInt16"}.get(
-        field.type, "Bool"
-    )
-    return f"Nullable({name})" if field.nullable else name
-
-
-REQUEST_COLUMN_TYPES = {
-    field.name: _clickhouse_type(field) for field in REQUESTS_SCHEMA if field.name != "attrs"
-}
-"""The ClickHouse type of each `requests` column but ``attrs`` (as migration 0001 makes
-them), for tables that keep some of its columns."""
 
 BUCKET_MIN_MS = 0.01
 """Latencies below this many milliseconds fall in histogram bucket 0."""

@@ -213,6 +213,9 @@ class Compiled:
     merge: local_merge.LocalMerge | None = None
     """When set, the SQL returns rollup rows, which this merges into the answer
     (:mod:`warehouse.query.local_merge`)."""
+    fallback: Compiled | None = None
+    """With :attr:`merge`: the same question merged by ClickHouse, for when the ragged
+    ends hold more requests than :data:`~warehouse.query.local_merge.MAX_REQUESTS`."""
 
     def render(self, dialect: str) -> str:
         """The SQL for a store of ``dialect``. It is written in ClickHouse SQL, so a
@@ -317,7 +320,8 @@ def compile_question(
         prewhere=not composite,  # PREWHERE reads a table, not a union of pieces
     )
 
-    merged_here = (
+    local = None
+    if (
         composite
         and source is not None
         and source.request_rows is not None
@@ -325,12 +329,8 @@ def compile_question(
         and not question.keep
         and question.order_by is None
         and question.limit is None
-    )
-    if merged_here and source is not None:
-        keys = ["span"] * bool(question.spans) + ["time"] * (question.interval is not None)
-        local = _merged_here(question, source, plan, dims, measures, filters, database, keys)
-        if local is not None:
-            return local
+    ):
+        local = _merged_here(question, source, plan, dims, measures, filters, database)
     table = f"{quote_identifier(database)}.{plan.source} AS src"
     if composite and source is not None:
         asked = " ".join(select)
@@ -368,7 +368,7 @@ def compile_question(
         for m in measures
         if m.column in histograms and m.level is not None
     )
-    return Compiled(
+    compiled = Compiled(
         sql,
         parameters,
         plan,
@@ -377,6 +377,9 @@ def compile_question(
         percentiles,
         (question.order_by, question.limit) if sorted_later else None,
     )
+    # The SQL path stays the fallback of the client merge, for ragged ends too busy to
+    # ship request by request.
+    return compiled if local is None else replace(local, fallback=compiled)
 
 
 def compile_values(
@@ -719,7 +722,8 @@ def _piece_conditions(plan: Plan, parameters: dict[str, Any]) -> dict[str, list[
             f"AND ts < fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC')"
         )
         if table == "requests":
-            # The hour too: `requests` is keyed by the hour, the time itself comes later.
+            # The hour too: `requests` is keyed by the hour, the time itself comes later
+            # (an SLO's table of requests, ordered by time, loses nothing by it).
             within += (
                 f" AND toStartOfHour(ts) >= toStartOfHour(fromUnixTimestamp64Milli("
                 f"{{p{index}_since_ms:Int64}}, 'UTC')) AND toStartOfHour(ts) <= toStartOfHour("
@@ -737,7 +741,6 @@ def _merged_here(
     measures: list[Measure],
     filters: list[tuple[Dimension, list[Any]]],
     database: str,
-    keys: list[str],
 ) -> Compiled | None:
     """``question`` as plain reads of its pieces' rollup rows, merged in the client
     (:mod:`warehouse.query.local_merge`); None when a measure cannot be computed there."""
@@ -767,11 +770,17 @@ def _merged_here(
     for table, conditions in _piece_conditions(plan, parameters).items():
         condition = " AND ".join([f"({' OR '.join(f'({c})' for c in conditions)})", *terms])
         if table == "requests":
-            selects.append(source.request_rows(database, condition, used, grouped))
+            rows = source.request_rows(database, condition, used, grouped)
+            # One more than the most it merges: enough to know there are too many.
+            limit = local_merge.MAX_REQUESTS + 1
+            selects.append(f"SELECT *, toUInt8(1) AS _request FROM ({rows} LIMIT {limit})")
         else:
             listed = ", ".join(["ts", *([] if table in totals else grouped), *used])
-            selects.append(f"SELECT {listed} FROM {db}.{table} WHERE {condition}")
+            selects.append(
+                f"SELECT {listed}, toUInt8(0) AS _request FROM {db}.{table} WHERE {condition}"
+            )
     span = question.interval or timedelta(seconds=question.range.seconds)
+    keys = ["span"] * bool(question.spans) + ["time"] * (question.interval is not None)
     merge = local_merge.LocalMerge(
         columns=(*keys, *grouped, *(m.name for m in measures), *(p.name for p in checks)),
         dimensions=tuple(grouped),

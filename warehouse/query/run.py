@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from warehouse.model import fold_histogram, histogram_quantiles
 from warehouse.query.builder import Compiled, Question, RollupSource, compile_question
-from warehouse.query.local_merge import merge_rows
+from warehouse.query.local_merge import merge_rows, too_many_requests
 from warehouse.query.result import Result, normalize
 from warehouse.store.base import Store
 
@@ -33,6 +33,8 @@ def execute(store: Store, compiled: Compiled) -> Result:
     started = time.perf_counter()
     table = store.query_arrow(sql, _used(compiled))
     if compiled.merge is not None:
+        if compiled.fallback is not None and too_many_requests(table):
+            return execute(store, compiled.fallback)
         table = merge_rows(table, compiled.merge).to_arrow()
     frame = normalize(_read_histograms(table, compiled), compiled.columns)
     if compiled.sort_after is not None:

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 from sqlglot import exp
 
-from warehouse.model import LATENCY_COLUMNS, REQUEST_COLUMN_TYPES, TOKEN_COLUMNS
+from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
 from warehouse.query import dialects
 from warehouse.query.builder import RollupSource, quote_identifier
 from warehouse.query.local_merge import columns_read
@@ -37,6 +37,7 @@ from warehouse.query.registry import (
 )
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.store.rollup_columns import (
+    REQUEST_COLUMN_TYPES,
     RollupColumn,
     check_prefix,
     minute_rows,
@@ -101,7 +102,7 @@ class SloRollup:
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
             "columns": [c.definition() for c in self.columns],
-            "requests_columns": list(self.request_columns),
+            "requests_columns": [f"{c} {REQUEST_COLUMN_TYPES[c]}" for c in self.request_columns],
         }
 
     @functools.cached_property
@@ -134,6 +135,20 @@ class SloRollup:
         pieces = [c for c in self.columns if columns is None or c.name in columns]
         table = f"{quote_identifier(database)}.requests"
         return minute_rows(table, self.dimensions, pieces, where, keys)
+
+    def end_rows(
+        self,
+        database: str,
+        condition: str,
+        columns: Sequence[str],
+        keys: Sequence[tuple[str, str]] = (),
+    ) -> str:
+        """:meth:`rows` read from its table of requests (:attr:`requests_table`), which
+        holds its scope already: how the SQL path reads a range's ragged ends, from the
+        same rows as :meth:`request_rows`."""
+        pieces = [c for c in self.columns if c.name in columns]
+        table = f"{quote_identifier(database)}.{self.requests_table}"
+        return minute_rows(table, self.dimensions, pieces, [f"({condition})"], keys)
 
     def request_rows(
         self,
@@ -315,7 +330,7 @@ class SloRollup:
             scope=dict(self.slo.scope),
             thresholds={k: float(v) for k, v in self.slo.thresholds.items()},
             columns=tuple(c.name for c in (self.view_columns if view else self.columns)),
-            rows=self.rows,
+            rows=self.rows if view else self.end_rows,
             totals=() if view else self.totals,
             request_rows=None if view else self.request_rows,
         )

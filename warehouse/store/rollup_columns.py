@@ -17,10 +17,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS, LATENCY_COLUMNS, ROLLUP_LATENCIES
+import pyarrow as pa
+
+from warehouse.model import (
+    BUCKET_GROWTH,
+    BUCKET_MIN_MS,
+    LATENCY_COLUMNS,
+    REQUESTS_SCHEMA,
+    ROLLUP_LATENCIES,
+)
 
 __all__ = [
     "DECODING",
+    "REQUEST_COLUMN_TYPES",
     "RollupColumn",
     "check_prefix",
     "clickhouse_bucket",
@@ -52,11 +61,6 @@ class RollupColumn:
 
     def definition(self) -> str:
         return f"{self.name} {self.type}"
-
-    @property
-    def merge_function(self) -> str:
-        """``sum``, ``max``, ``min`` or ``sumMap``: how rows of it combine."""
-        return self.type.removeprefix("SimpleAggregateFunction(").split(",", 1)[0]
 
 
 def clickhouse_bucket(column: str) -> str:
@@ -263,3 +267,26 @@ def request_rows(
     select = ", ".join(["ts", *dimensions, *(f"{c.per_request} AS {c.name}" for c in columns)])
     condition = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {select} FROM {source}{condition}"
+
+
+def _clickhouse_type(field: pa.Field) -> str:
+    """A `requests` column's type and codec in ClickHouse, as migration 0001 makes it."""
+    if field.name == "ts":
+        return "DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))"
+    if pa.types.is_string(field.type):
+        return "String CODEC(ZSTD(3))" if field.name == "request_id" else "LowCardinality(String)"
+    if pa.types.is_boolean(field.type):
+        return "Bool"
+    numbers = {pa.float32(): ("Float32", "ZSTD(1)"), pa.uint32(): ("UInt32", "T64, ZSTD(1)")}
+    numbers[pa.uint16()] = ("UInt16", "T64, ZSTD(1)")
+    if field.type not in numbers:
+        raise TypeError(f"no ClickHouse type for requests column {field.name} ({field.type})")
+    name, codec = numbers[field.type]
+    return f"{f'Nullable({name})' if field.nullable else name} CODEC({codec})"
+
+
+REQUEST_COLUMN_TYPES = {
+    field.name: _clickhouse_type(field) for field in REQUESTS_SCHEMA if field.name != "attrs"
+}
+"""The ClickHouse type and codec of each `requests` column but ``attrs``, for tables
+that keep some of its columns (an SLO's table of requests)."""

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from warehouse.model import fold_histogram, histogram_quantiles
+from warehouse.query import local_merge
 from warehouse.query.local_merge import LocalMerge, Untranslatable, aggregate, merge_rows
 from warehouse.query.registry import measure
 
@@ -80,16 +81,67 @@ def test_measures_spans_and_groups_merge_as_sums_and_merged_histograms():
     assert found["p50"].to_list()[2] == quantile(late_a, 0.5)
 
 
-def test_time_buckets_start_where_their_interval_does():
-    data = rows((10, "a", 1, 1, {}), (299, "a", 2, 0, {}), (300, "a", 4, 4, {}))
+def test_time_buckets_start_at_multiples_of_their_interval_since_the_epoch():
+    """As ClickHouse's toStartOfInterval(ts, INTERVAL n SECOND): a 7-minute bucket
+    starts at a multiple of 7 minutes since 1970, not at the first row's time."""
+    step = 420_000
+    seconds = (197, 317, 397, 700)  # from 14:03:17
+    data = rows(*((s, "a", 1, 1, {}) for s in seconds))
     merge = LocalMerge(
         columns=("time", "count"),
         dimensions=(),
         aggregates=(("count", "sum(requests)"),),
-        interval_ms=300_000,
+        interval_ms=step,
     )
-    found = merge_rows(data, merge)
-    assert found.rows() == [(T0, 3), (T0 + timedelta(minutes=5), 4)]
+    starts = Counter((MS + s * 1000) // step * step for s in seconds)
+    expected = [
+        (datetime.fromtimestamp(start / 1000, UTC), n) for start, n in sorted(starts.items())
+    ]
+    assert expected[0][0] != T0 + timedelta(seconds=197)
+    assert merge_rows(data, merge).rows() == expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "count",
+        "error_count",
+        "rejection_count",
+        "error_rate",
+        "rejection_rate",
+        "rps",
+        "kv_hit_ratio",
+        "decode_tps",
+        "attainment",
+        "goodput_rps",
+        "good_count",
+        "count_ttft_ms",
+        "avg_ttft_ms",
+        "sum_output_tokens",
+    ],
+)
+def test_every_measure_a_rollup_sums_is_computed_here(name):
+    """Each family the report asks for stays off the SQL path: a parser upgrade that
+    read one of their functions differently would fail here, not fall back silently."""
+    aggregate((measure(name).rollup or "").replace("{good_count}", "sum(good)"))
+
+
+def test_sparse_histograms_merge_as_dense_ones(monkeypatch):
+    data = rows(
+        (0, "a", 4, 3, {10: 1, 11: 3}),
+        (60, "b", 2, 1, {11: 1, 40: 1}),
+        (120, "a", 5, 5, {11: 5, 7001: 2}),
+    )
+    merge = LocalMerge(
+        columns=("model", "p50", "p99"),
+        dimensions=("model",),
+        aggregates=(),
+        percentiles=(("p50", "ttft_ms_hist", 0.5), ("p99", "ttft_ms_hist", 0.99)),
+    )
+    dense = merge_rows(data, merge)
+    monkeypatch.setattr(local_merge, "_MAX_SLOTS", 0)
+    assert merge_rows(data, merge).equals(dense)
+    assert dense["p99"][0] == quantile(Counter({10: 1, 11: 8, 7001: 2}), 0.99)
 
 
 def test_nothing_grouped_over_no_rows_is_one_row_of_nothing():
