@@ -204,3 +204,12 @@ def test_an_slo_rollup_renders_as_the_migrations_do(rendered, parser):
     view = f"CREATE MATERIALIZED VIEW IF NOT EXISTS llmwh.{rollup.view} "
     minute_view = next(s for s in out if s.startswith(view))
     assert f"TO {local}" in minute_view and "llmwh.requests_local" in minute_view
+    # Its table of requests: a local table per shard, filled from the shard's own requests.
+    mine = f"llmwh.{rollup.requests_table}_local"
+    assert any(s.startswith(f"CREATE TABLE IF NOT EXISTS {mine} ON CLUSTER c2") for s in out)
+    tail_view = next(
+        s
+        for s in out
+        if s.startswith(f"CREATE MATERIALIZED VIEW IF NOT EXISTS llmwh.{rollup.requests_table}_mv")
+    )
+    assert f"TO {mine}" in tail_view and "llmwh.requests_local" in tail_view
