@@ -107,7 +107,6 @@ REQUESTS_SCHEMA = pa.schema(
 )
 """Arrow schema of one `requests` row: units are in the names (ms, tokens)."""
 
-
 BUCKET_MIN_MS = 0.01
 """Latencies below this many milliseconds fall in histogram bucket 0."""
 BUCKET_GROWTH = 1.02

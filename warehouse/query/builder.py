@@ -758,9 +758,9 @@ def _merged_here(
             local_merge.aggregate(sql)
     except local_merge.Untranslatable:
         return None
-    hists = {f"{m.column}_hist" for m in measures if m.is_percentile}
-    used = local_merge.used_columns(source.columns, [sql for _, sql in aggregates])
-    used = [c for c in source.columns if c in used or c in hists]
+    read = {f"{m.column}_hist" for m in measures if m.is_percentile}
+    read |= set(local_merge.used_columns(source.columns, [sql for _, sql in aggregates]))
+    used = [c for c in source.columns if c in read]
     parameters: dict[str, Any] = {}
     terms = _filter_terms(filters, parameters)
     totals = {table for _, table in source.totals}

@@ -129,12 +129,17 @@ class SloRollup:
     ) -> str:
         """ClickHouse SQL of its rows from `requests` (those ``condition`` picks, if given;
         only the named ``columns``, if given; grouped by ``keys`` too, if given)."""
-        where = ["NOT is_probe", *scope_terms(self.slo.scope)]
+        where = [*self._scope]
         if condition:
             where.append(f"({condition})")
         pieces = [c for c in self.columns if columns is None or c.name in columns]
         table = f"{quote_identifier(database)}.requests"
         return minute_rows(table, self.dimensions, pieces, where, keys)
+
+    @property
+    def _scope(self) -> list[str]:
+        """ClickHouse conditions picking the `requests` rows it holds."""
+        return ["NOT is_probe", *scope_terms(self.slo.scope)]
 
     def end_rows(
         self,
@@ -186,7 +191,7 @@ class SloRollup:
 
     def request_select(self, database: str) -> str:
         """ClickHouse SQL of the rows of :attr:`requests_table` from `requests`."""
-        where = " AND ".join(["NOT is_probe", *scope_terms(self.slo.scope)])
+        where = " AND ".join(self._scope)
         return (
             f"SELECT {', '.join(self.request_columns)}\n"
             f"FROM {quote_identifier(database)}.requests\nWHERE {where}"

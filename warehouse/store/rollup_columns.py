@@ -277,12 +277,18 @@ def _clickhouse_type(field: pa.Field) -> str:
         return "String CODEC(ZSTD(3))" if field.name == "request_id" else "LowCardinality(String)"
     if pa.types.is_boolean(field.type):
         return "Bool"
-    numbers = {pa.float32(): ("Float32", "ZSTD(1)"), pa.uint32(): ("UInt32", "T64, ZSTD(1)")}
-    numbers[pa.uint16()] = ("UInt16", "T64, ZSTD(1)")
-    if field.type not in numbers:
+    if field.type not in _NUMBERS:
         raise TypeError(f"no ClickHouse type for requests column {field.name} ({field.type})")
-    name, codec = numbers[field.type]
+    name, codec = _NUMBERS[field.type]
     return f"{f'Nullable({name})' if field.nullable else name} CODEC({codec})"
+
+
+_NUMBERS = {
+    pa.float32(): ("Float32", "ZSTD(1)"),
+    pa.uint32(): ("UInt32", "T64, ZSTD(1)"),
+    pa.uint16(): ("UInt16", "T64, ZSTD(1)"),
+}
+"""ClickHouse type and codec of each number type `requests` has."""
 
 
 REQUEST_COLUMN_TYPES = {
