@@ -553,8 +553,8 @@ def _pieces(
     question: Question, grains: tuple[tuple[timedelta, str], ...], totals: bool = False
 ) -> tuple[tuple[str, TimeRange], ...] | None:
     """The range cut into the coarsest whole buckets of the tables ``grains`` lists
-    (whole hours, then minutes) and the ragged rest from raw rows; None when no minute
-    fits."""
+    (whole hours, then minutes; of totals, then seconds) and the ragged rest from raw
+    rows; None when no bucket fits."""
     usable = [
         (grain, table)
         for grain, table in grains
@@ -562,10 +562,15 @@ def _pieces(
     ]
     if not usable:
         return None
-    if totals and question.interval is None and len(usable) > 2:
-        # Of totals (a row a bucket) the finest and the coarsest: a grain between them
-        # would save a few rows at each cut for a read of one more table.
-        usable = [usable[0], usable[-1]]
+    if totals:
+        # Of totals (a row a bucket), a grain is read only where it is a minute of the
+        # next finer one read (or the coarsest): a grain of a few of those (a 5 minute
+        # window's, of minutes) would save a few rows at each cut for one more read.
+        kept = [usable[0]]
+        for grain, table in usable[1:-1]:
+            if grain >= kept[-1][0] * 60:
+                kept.append((grain, table))
+        usable = [*kept, usable[-1]] if len(usable) > 1 else kept
     pieces: list[tuple[str, TimeRange]] = []
     rest = _cut(question.range, question.spans)
     for grain, table in reversed(usable):

@@ -162,8 +162,8 @@ def _build(
         run(f"DROP VIEW IF EXISTS {db}.{table}_mv SYNC" for table in rollup.tables)
         run(f"TRUNCATE TABLE {db}.{table}" for table in rollup.tables)
         run([f"INSERT INTO {db}.{rollup.table}\n{rollup.rows(store.database)}"])
-        run(f"INSERT INTO {db}.{t}\n{select}" for t, select in rollup.derived(store.database))
         run([f"INSERT INTO {db}.{rollup.requests_table}\n{rollup.request_select(store.database)}"])
+        run(f"INSERT INTO {db}.{t}\n{select}" for t, select in rollup.derived(store.database))
         run(rollup.create_views(store.database))
     finally:
         if sealing:

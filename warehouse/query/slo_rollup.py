@@ -49,6 +49,7 @@ from warehouse.store.rollup_columns import (
 __all__ = ["DEFAULT_DIMENSIONS", "GRAIN", "SloRollup", "percentile_holds", "scope_terms"]
 
 GRAIN = timedelta(minutes=1)
+SECOND = timedelta(seconds=1)
 HOUR = timedelta(hours=1)
 DEFAULT_DIMENSIONS = ("tenant", "service", "model", "region")
 """What an SLO's rollup groups by unless its file says otherwise: what SLAs are written
@@ -98,7 +99,7 @@ class SloRollup:
             "grains_seconds": [int(grain.total_seconds()) for grain in self._lengths()],
             "dimensions": list(self.dimensions),
             "order_by": ["ts", *self.dimensions],
-            "totals": True,
+            "totals_seconds": [int(g.total_seconds()) for g in (SECOND, *self._lengths())],
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
             "columns": [c.definition() for c in self.columns],
@@ -224,10 +225,17 @@ class SloRollup:
 
     @property
     def totals(self) -> tuple[tuple[timedelta, str], ...]:
-        """Its tables of totals by grain: the same columns summed over the dimensions,
-        one row per bucket, for the questions asked of the whole scope (the report and
-        the exporter without ``--by``). Each is filled from the table of its grain."""
-        return tuple((grain, f"{table}_total") for grain, table in self.grains)
+        """Its tables of totals by grain, finest first: the same columns summed over the
+        dimensions, one row per bucket, for the questions asked of the whole scope (the
+        report and the exporter without ``--by``).
+
+        The finest is per second, filled from its table of requests: a range's ragged
+        ends are then whole seconds of totals, and only the part of a second at each end
+        is read request by request, however busy the service (docs/slo-rollups.md, "The
+        ragged ends"). The others are filled from the table of their grain.
+        """
+        per_grain = tuple((grain, f"{table}_total") for grain, table in self.grains)
+        return ((SECOND, f"{self.table}_{_label(SECOND)}_total"), *per_grain)
 
     def create_tables(self, database: str, ttl_days: int) -> list[str]:
         """CREATE TABLE of each of its tables, finest first, then of its totals."""
@@ -270,7 +278,9 @@ class SloRollup:
     def derived(self, database: str) -> list[tuple[str, str]]:
         """(table, SELECT filling it) of each table filled from another of its tables:
         the coarser grains from the minute table, then each table of totals from the
-        table of its grain. In that order, so a backfill fills each source first."""
+        table of its grain, and the totals per second from its table of requests. In
+        that order, so a backfill fills each source first (the minute table and the
+        table of requests before all)."""
         keys = ", ".join(self.dimensions)
         merged = ",\n    ".join(c.merge for c in self.columns)
         db = quote_identifier(database)
@@ -284,8 +294,12 @@ class SloRollup:
                     f"FROM {db}.{self.table}\nGROUP BY ts, {keys}",
                 )
             )
-        for (_, table), (_, total) in zip(self.grains, self.totals, strict=True):
+        (_, seconds), *totals = self.totals
+        for (_, table), (_, total) in zip(self.grains, totals, strict=True):
             found.append((total, f"SELECT\n    ts,\n    {merged}\nFROM {db}.{table}\nGROUP BY ts"))
+        requests = f"{db}.{self.requests_table}"
+        per_second = minute_rows(requests, (), self.columns, bucket="toStartOfSecond(ts)")
+        found.append((seconds, per_second))
         return found
 
     def create_views(self, database: str) -> list[str]:
@@ -429,4 +443,6 @@ def _literal(value: str) -> str:
 
 def _label(grain: timedelta) -> str:
     seconds = int(grain.total_seconds())
+    if seconds % 60:
+        return f"{seconds}s"
     return f"{seconds // 60}m" if seconds % 3600 else f"{seconds // 3600}h"

@@ -236,10 +236,12 @@ def minute_rows(
     columns: Sequence[RollupColumn],
     where: Sequence[str] = (),
     keys: Sequence[tuple[str, str]] = (),
+    bucket: str = "toStartOfMinute(ts)",
 ) -> str:
     """ClickHouse SQL of minute rollup rows from the `requests` rows at ``source`` (a
     table) that every condition of ``where`` picks, grouped by ``dimensions`` and by
-    each of ``keys`` (name, expression of a request's columns).
+    each of ``keys`` (name, expression of a request's columns); rows of another grain
+    with ``bucket``, the SQL of a request's bucket (``toStartOfSecond(ts)``).
 
     The conditions and keys apply to the requests themselves, in a subquery: there
     ``ts`` is the request's time, not the minute the row's ``ts`` is aliased over it.
@@ -249,10 +251,8 @@ def minute_rows(
         condition = f" WHERE {' AND '.join(where)}" if where else ""
         source = f"(SELECT *{computed} FROM {source}{condition}) AS requests"
     grouped = [*dimensions, *(name for name, _ in keys)]
-    select = ",\n    ".join(
-        ["toStartOfMinute(ts) AS ts", *grouped, *(c.from_requests for c in columns)]
-    )
-    return f"SELECT\n    {select}\nFROM {source}\nGROUP BY ts, {', '.join(grouped)}"
+    select = ",\n    ".join([f"{bucket} AS ts", *grouped, *(c.from_requests for c in columns)])
+    return f"SELECT\n    {select}\nFROM {source}\nGROUP BY {', '.join(['ts', *grouped])}"
 
 
 def request_rows(

@@ -95,24 +95,28 @@ def test_the_report_from_an_slos_rollup_equals_the_raw_report(loaded, name):
     [applied] = slo_apply.apply(loaded.store, [slo])
     assert applied.action == "built"
     since = START + timedelta(minutes=7, seconds=37, milliseconds=250)
-    until = START + SPAN - timedelta(minutes=3, seconds=12)
+    until = START + SPAN - timedelta(minutes=3, seconds=11, milliseconds=600)
     for by in ([], ["model"], ["region", "tenant"]):
         fast, raw = both(loaded, name, since=since, until=until, by=by, filters={})
         assert reads(fast, applied.table) and not reads(raw, applied.table)
         assert_same_figures(fast, raw, by)
     if on_duckdb(loaded):  # the view's whole minutes and raw ends; no histograms
         assert fast.parts["windows"].pieces[0][0] == applied.table
-    elif name == "chat-assistant":  # whole 5-minute windows, whole minutes, raw ends
+    elif name == "chat-assistant":
         report = loaded.sla(name, since=since, until=until)
+        t = applied.table
+        # Whole 5-minute windows, whole minutes, whole seconds of totals, and the parts
+        # of a second at each end from raw rows.
         assert (
-            f"source: {applied.table}_5m_total [08:10, 09:55) + {applied.table}_total "
-            "[08:08, 08:10) and [09:55, 09:56) + raw requests [08:07:37.250, 08:08) and "
-            "[09:56, 09:56:48) "
+            f"source: {t}_5m_total [08:10, 09:55) + {t}_total [08:08, 08:10) and "
+            f"[09:55, 09:56) + {t}_1s_total [08:07:38, 08:08) and [09:56, 09:56:48) + raw "
+            "requests [08:07:37.250, 08:07:38) and [09:56:48, 09:56:48.400) "
         ) in report.parts["windows"].describe()
-        # The period and its burn windows in one read, cut where the 1h and 5m ones start.
+        # The period and its burn windows in one read, cut where the 1h and 5m ones start
+        # (mid-second too): raw rows only for the second around each cut.
         assert (
-            "raw requests [08:07:37.250, 08:08) and [08:56, 08:57) and [09:51, 09:52) and "
-            "[09:56, 09:56:48)"
+            "raw requests [08:07:37.250, 08:07:38) and [08:56:48, 08:56:49) and "
+            "[09:51:48, 09:51:49) and [09:56:48, 09:56:48.400)"
         ) in report.plan.describe()
         assert report.parts["burn 1h"] is report.plan
 
@@ -124,6 +128,7 @@ def test_a_requests_written_after_apply_reach_the_rollup_once(loaded, traffic):
     loaded.insert_requests(later)
     fast, raw = both(loaded, "chat-assistant", since=START, until=START + SPAN, filters={})
     assert_same_figures(fast, raw, [])
+    everything = raw["count"][0]  # all the requests lie in the range
     # Mid-minute ends too: read from its table of requests, which its view keeps filled.
     ragged = {
         "since": START + timedelta(seconds=41.5),
@@ -134,6 +139,15 @@ def test_a_requests_written_after_apply_reach_the_rollup_once(loaded, traffic):
         assert fast.plan.pieces[-1][0] == "requests"
     assert_same_figures(fast, raw, [])
     assert slo_apply.apply(loaded.store, [slo])[0].action == "up to date"
+    if not on_duckdb(loaded):  # every table of totals, the seconds' too, counts each once
+        db = loaded.store.database
+        counted = {
+            table: loaded.store.query_arrow(f"SELECT sum(requests) AS n FROM {db}.{table}")
+            .column("n")[0]
+            .as_py()
+            for _, table in SloRollup(slo).totals
+        }
+        assert set(counted.values()) == {everything}
 
 
 def test_new_thresholds_are_a_new_version_and_the_old_one_goes_once_it_is_complete(
@@ -202,7 +216,7 @@ def test_the_cli_applies_lists_and_reads_an_slos_rollup(loaded, monkeypatch, tmp
     report = run("sla", "--slo", "chat-assistant", "--since", since, "--until", until)
     assert (
         f"windows: source: {table}_5m_total [08:05, 10:00) + {table}_total [08:01, 08:05) + "
-        "raw requests [08:00:30, 08:01)"
+        f"{table}_1s_total [08:00:30, 08:01) (the rollup of SLO chat-assistant)"
     ) in " ".join(report.split())
     assert "period, burn 5m, burn 1h, burn 6h: source: " in " ".join(report.split())
 
