@@ -56,6 +56,11 @@ DEFAULT_DIMENSIONS = ("tenant", "service", "model", "region")
 against, and what `llmwh sla --by` and `root-cause` drill into."""
 
 _COUNTS = ("requests", "errors", "rejections")
+TOTALS_GRANULE = 64
+"""Rows per granule of its tables of totals: a cut reads at most 59 rows of a grain, and
+at 100M requests a week a row of totals carries histograms of a hundred buckets, so the
+default 8,192 made each cut decompress thousands of rows it did not need."""
+
 _PERCENTILE = re.compile(r"^p(\d+)_(\w+)$")
 
 
@@ -99,6 +104,7 @@ class SloRollup:
             "grains_seconds": [int(grain.total_seconds()) for grain in self._lengths()],
             "dimensions": list(self.dimensions),
             "order_by": ["ts", *self.dimensions],
+            "totals_granule": TOTALS_GRANULE,
             "totals_seconds": [int(g.total_seconds()) for g in (SECOND, *self._lengths())],
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
@@ -242,7 +248,10 @@ class SloRollup:
         comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
         db = quote_identifier(database)
         statements = []
-        for tables, dimensions in ((self.grains, self.dimensions), (self.totals, ())):
+        for tables, dimensions, granule in (
+            (self.grains, self.dimensions, ""),
+            (self.totals, (), f", index_granularity = {TOTALS_GRANULE}"),
+        ):
             columns = ",\n    ".join(
                 [
                     "ts DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))",
@@ -261,7 +270,7 @@ class SloRollup:
                     f"ENGINE = AggregatingMergeTree\nPARTITION BY {partition}\n"
                     f"ORDER BY ({', '.join(['ts', *dimensions])})\n"
                     f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
-                    "SETTINGS ttl_only_drop_parts = 1\n"
+                    f"SETTINGS ttl_only_drop_parts = 1{granule}\n"
                     f"COMMENT {_literal(comment)}"
                 )
         columns = ",\n    ".join(f"{c} {REQUEST_COLUMN_TYPES[c]}" for c in self.request_columns)
