@@ -133,8 +133,9 @@ class RollupSource:
     probes: bool = False
     """Whether its rows hold probes too, under an ``is_probe`` dimension."""
     totals: tuple[tuple[timedelta, str], ...] = ()
-    """Tables of its columns summed over the dimensions, by grain as :attr:`grains`: for
-    questions of its whole scope (no grouping, no filter narrower than the scope)."""
+    """Tables of its columns summed over the dimensions, by grain, finest first (it may
+    start finer than :attr:`grains`, at a second): for questions of its whole scope (no
+    grouping, no filter narrower than the scope)."""
     request_rows: Callable[..., str] | None = None
     """``request_rows(database, condition, columns, dimensions)``: ClickHouse SQL of the
     `requests` rows a condition picks, each as the rollup row it alone would make (``ts``,
@@ -165,7 +166,7 @@ class Plan:
     pieces: tuple[tuple[str, TimeRange], ...] = ()
     """A range read in pieces: each a table (``requests`` for raw rows) and the part of
     the range it answers, coarsest first (an SLO rollup's whole hours, then minutes,
-    then the ragged ends from raw rows)."""
+    of totals then seconds, then the ragged ends from raw rows)."""
     latency_counts: str = "none"
     """Of counts under a latency (``count_<latency>_le_<ms>``): as :attr:`attainment`."""
 
@@ -555,17 +556,19 @@ def _pieces(
     """The range cut into the coarsest whole buckets of the tables ``grains`` lists
     (whole hours, then minutes; of totals, then seconds) and the ragged rest from raw
     rows; None when no bucket fits."""
+    # Buckets of whole minutes at least: on the SQL path the ragged ends are rows per
+    # minute (the source's ``rows``), which a bucket of seconds would misplace.
     usable = [
         (grain, table)
         for grain, table in grains
-        if question.interval is None or question.interval % grain == timedelta(0)
+        if question.interval is None or question.interval % max(grain, SOURCE_GRAIN) == timedelta(0)
     ]
     if not usable:
         return None
     if totals:
-        # Of totals (a row a bucket), a grain is read only where it is a minute of the
-        # next finer one read (or the coarsest): a grain of a few of those (a 5 minute
-        # window's, of minutes) would save a few rows at each cut for one more read.
+        # Of totals (a row a bucket), a grain is read only where it is 60 times the
+        # finer one read before it, or the coarsest usable: a grain of a few of those (a
+        # 5-minute window's, of minutes) would save a few rows at each cut for one more read.
         kept = [usable[0]]
         for grain, table in usable[1:-1]:
             if grain >= kept[-1][0] * 60:

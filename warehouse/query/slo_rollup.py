@@ -105,7 +105,7 @@ class SloRollup:
             "dimensions": list(self.dimensions),
             "order_by": ["ts", *self.dimensions],
             "totals_granule": TOTALS_GRANULE,
-            "totals_seconds": [int(g.total_seconds()) for g in (SECOND, *self._lengths())],
+            "totals_seconds": [int(g.total_seconds()) for g in self._total_lengths()],
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
             "columns": [c.definition() for c in self.columns],
@@ -240,11 +240,18 @@ class SloRollup:
         is read request by request, however busy the service (docs/slo-rollups.md, "The
         ragged ends"). The others are filled from the table of their grain.
         """
-        per_grain = tuple((grain, f"{table}_total") for grain, table in self.grains)
-        return ((SECOND, f"{self.table}_{_label(SECOND)}_total"), *per_grain)
+        tables = dict(self.grains)
+        return tuple(
+            (grain, f"{tables.get(grain, f'{self.table}_{_label(grain)}')}_total")
+            for grain in self._total_lengths()
+        )
+
+    def _total_lengths(self) -> list[timedelta]:
+        return [SECOND, *self._lengths()]
 
     def create_tables(self, database: str, ttl_days: int) -> list[str]:
-        """CREATE TABLE of each of its tables, finest first, then of its totals."""
+        """CREATE TABLE of each of its tables: by grain, finest first; its totals (64 rows
+        to a granule, :data:`TOTALS_GRANULE`); its table of requests."""
         comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
         db = quote_identifier(database)
         statements = []

@@ -238,10 +238,10 @@ def minute_rows(
     keys: Sequence[tuple[str, str]] = (),
     bucket: str = "toStartOfMinute(ts)",
 ) -> str:
-    """ClickHouse SQL of minute rollup rows from the `requests` rows at ``source`` (a
+    """ClickHouse SQL of rollup rows per minute (or per ``bucket``, the SQL of a
+    request's bucket: ``toStartOfSecond(ts)``) from the `requests` rows at ``source`` (a
     table) that every condition of ``where`` picks, grouped by ``dimensions`` and by
-    each of ``keys`` (name, expression of a request's columns); rows of another grain
-    with ``bucket``, the SQL of a request's bucket (``toStartOfSecond(ts)``).
+    each of ``keys`` (name, expression of a request's columns).
 
     The conditions and keys apply to the requests themselves, in a subquery: there
     ``ts`` is the request's time, not the minute the row's ``ts`` is aliased over it.

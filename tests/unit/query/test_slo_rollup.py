@@ -119,6 +119,30 @@ def test_questions_of_the_whole_scope_read_totals_and_groups_read_the_dimensions
         assert read == [f"{t}_1h", f"{t}_5m", t, "requests"]
 
 
+def test_buckets_of_seconds_read_raw_rows_and_buckets_of_minutes_the_totals_per_second():
+    """On the SQL path the ragged ends are rows per minute: in 30-second buckets they would
+    land in the wrong bucket, so such a question reads no piece of the rollup."""
+    rollup = SloRollup(parse_slo(CHAT))
+    since = datetime(2026, 11, 2, 8, 0, 45, 300_000, tzinfo=UTC)
+
+    def pieces(interval: timedelta) -> list[str]:
+        question = Question(
+            measures=["attainment"],
+            range=TimeRange(since, since + timedelta(hours=2)),
+            interval=interval,
+            filters={"service": ["chat"]},
+            thresholds=THRESHOLDS,
+            order_by="time",  # the SQL path, not the client's merge
+        )
+        plan = compile_question(question, CLICKHOUSE, "db", [rollup.source()]).plan
+        return [table for table, _ in plan.pieces] or [plan.source]
+
+    assert pieces(timedelta(seconds=30)) == ["requests"]
+    assert pieces(timedelta(seconds=90)) == ["requests"]
+    in_windows = pieces(timedelta(minutes=5))
+    assert f"{rollup.table}_1s_total" in in_windows and in_windows[-1] == "requests"
+
+
 def test_an_objective_no_rollup_column_answers_leaves_the_slo_uncovered():
     slo = parse_slo(CHAT + '\n[[objectives]]\nobjective = "avg(prompt_tokens) <= 900"\n')
     assert SloRollup(parse_slo(CHAT)).covered and not SloRollup(slo).covered
