@@ -569,11 +569,11 @@ def _pieces(
         # Of totals (a row a bucket), a grain is read only where it is 60 times the
         # finer one read before it, or the coarsest usable: a grain of a few of those (a
         # 5-minute window's, of minutes) would save a few rows at each cut for one more read.
-        kept = [usable[0]]
-        for grain, table in usable[1:-1]:
-            if grain >= kept[-1][0] * 60:
+        kept = usable[:1]
+        for grain, table in usable[1:]:
+            if grain >= kept[-1][0] * 60 or grain == usable[-1][0]:
                 kept.append((grain, table))
-        usable = [*kept, usable[-1]] if len(usable) > 1 else kept
+        usable = kept
     pieces: list[tuple[str, TimeRange]] = []
     rest = _cut(question.range, question.spans)
     for grain, table in reversed(usable):

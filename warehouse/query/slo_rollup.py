@@ -55,12 +55,13 @@ DEFAULT_DIMENSIONS = ("tenant", "service", "model", "region")
 """What an SLO's rollup groups by unless its file says otherwise: what SLAs are written
 against, and what `llmwh sla --by` and `root-cause` drill into."""
 
-_COUNTS = ("requests", "errors", "rejections")
 TOTALS_GRANULE = 64
 """Rows per granule of its tables of totals: a cut reads at most 59 rows of a grain, and
-at 100M requests a week a row of totals carries histograms of a hundred buckets, so the
-default 8,192 made each cut decompress thousands of rows it did not need."""
+at high traffic a row of totals carries histograms of many buckets, so ClickHouse's
+default 8,192 made each cut decompress thousands of rows it did not need (at 100M
+requests: 176 ms a report, 104.6 ms with 64; docs/benchmarks.md)."""
 
+_COUNTS = ("requests", "errors", "rejections")
 _PERCENTILE = re.compile(r"^p(\d+)_(\w+)$")
 
 
@@ -240,11 +241,8 @@ class SloRollup:
         is read request by request, however busy the service (docs/slo-rollups.md, "The
         ragged ends"). The others are filled from the table of their grain.
         """
-        tables = dict(self.grains)
-        return tuple(
-            (grain, f"{tables.get(grain, f'{self.table}_{_label(grain)}')}_total")
-            for grain in self._total_lengths()
-        )
+        tables = {SECOND: f"{self.table}_{_label(SECOND)}", **dict(self.grains)}
+        return tuple((grain, f"{tables[grain]}_total") for grain in self._total_lengths())
 
     def _total_lengths(self) -> list[timedelta]:
         return [SECOND, *self._lengths()]
