@@ -140,6 +140,10 @@ class RollupSource:
     """``request_rows(database, condition, columns, dimensions)``: ClickHouse SQL of the
     `requests` rows a condition picks, each as the rollup row it alone would make (``ts``,
     those ``dimensions``, those columns); None when its columns cannot say that."""
+    raw_by_hour: bool = True
+    """Whether its raw rows are read from a table keyed by the hour before the time
+    (`requests`), so that a raw piece's condition names its hours too; an SLO's table
+    of requests is ordered by time alone."""
 
     @property
     def tables(self) -> set[str]:
@@ -701,10 +705,8 @@ def _composite(
     )
     # One read per table, of all its pieces: ClickHouse plans each read of a union
     # anew, and planning, not reading, is most of what a rollup's answer costs.
-    ranges = _piece_conditions(plan, parameters)
     selects = []
-    for table, conditions in ranges.items():
-        condition = " OR ".join(f"({c})" for c in conditions)
+    for table, condition in _piece_conditions(plan, parameters, source.raw_by_hour).items():
         if table == "requests":
             # A raw row's spans from its own time, not its minute's: a span may start
             # inside a minute.
@@ -719,26 +721,73 @@ def _composite(
     return f"({' UNION ALL '.join(selects)})"
 
 
-def _piece_conditions(plan: Plan, parameters: dict[str, Any]) -> dict[str, list[str]]:
-    """Per table of ``plan``'s pieces, the condition picking each of its pieces' rows."""
-    ranges: dict[str, list[str]] = {}
+def _piece_conditions(
+    plan: Plan,
+    parameters: dict[str, Any],
+    by_hour: bool,
+    grains: Mapping[str, timedelta] | None = None,
+) -> dict[str, str]:
+    """Per table of ``plan``'s pieces, the condition picking its pieces' rows.
+
+    ``by_hour``: raw rows are keyed by the hour (:attr:`RollupSource.raw_by_hour`).
+    ``grains``: the grain of each rollup table whose pieces, when it has several, may be
+    picked by listing their buckets, in ClickHouse SQL (:func:`_listed_buckets`).
+    """
+    spans: dict[str, list[tuple[int, TimeRange]]] = {}
     for index, (table, span) in enumerate(plan.pieces):
-        parameters[f"p{index}_since_ms"] = span.since_ms
-        parameters[f"p{index}_until_ms"] = span.until_ms
-        within = (
-            f"ts >= fromUnixTimestamp64Milli({{p{index}_since_ms:Int64}}, 'UTC') "
-            f"AND ts < fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC')"
+        spans.setdefault(table, []).append((index, span))
+    found = {}
+    for table, pieces in spans.items():
+        grain = (grains or {}).get(table)
+        # One piece is one range, which plans fastest of all.
+        several = grain is not None and len(pieces) > 1
+        listed = _listed_buckets(grain, [span for _, span in pieces]) if several else None
+        found[table] = listed or " OR ".join(
+            f"({_within(index, span, parameters, table == 'requests' and by_hour)})"
+            for index, span in pieces
         )
-        if table == "requests":
-            # The hour too: `requests` is keyed by the hour, the time itself comes later
-            # (an SLO's table of requests, ordered by time, loses nothing by it).
-            within += (
-                f" AND toStartOfHour(ts) >= toStartOfHour(fromUnixTimestamp64Milli("
-                f"{{p{index}_since_ms:Int64}}, 'UTC')) AND toStartOfHour(ts) <= toStartOfHour("
-                f"fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC'))"
-            )
-        ranges.setdefault(table, []).append(within)
-    return ranges
+    return found
+
+
+def _within(index: int, span: TimeRange, parameters: dict[str, Any], by_hour: bool) -> str:
+    """The condition of piece ``index`` (``span``) as a range of ``ts``, its ends bound
+    as parameters; ``by_hour``: its hours too, for a table keyed by the hour."""
+    parameters[f"p{index}_since_ms"] = span.since_ms
+    parameters[f"p{index}_until_ms"] = span.until_ms
+    within = (
+        f"ts >= fromUnixTimestamp64Milli({{p{index}_since_ms:Int64}}, 'UTC') "
+        f"AND ts < fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC')"
+    )
+    if by_hour:
+        # `requests` is keyed by the hour, the time itself comes later. Not for a table
+        # ordered by time: there these terms only cost planning (3.5 ms of an SLO
+        # report's 17 ms read of its ragged ends).
+        within += (
+            f" AND toStartOfHour(ts) >= toStartOfHour(fromUnixTimestamp64Milli("
+            f"{{p{index}_since_ms:Int64}}, 'UTC')) AND toStartOfHour(ts) <= toStartOfHour("
+            f"fromUnixTimestamp64Milli({{p{index}_until_ms:Int64}}, 'UTC'))"
+        )
+    return within
+
+
+MAX_LISTED_BUCKETS = 2048
+"""The most buckets of a rollup table that a read lists (a week in hours is 168)."""
+
+
+def _listed_buckets(grain: timedelta, spans: Sequence[TimeRange]) -> str | None:
+    """ClickHouse SQL picking the rows of a rollup table of ``grain`` within ``spans``
+    (each whole buckets of it) by listing the buckets' starts; None above
+    :data:`MAX_LISTED_BUCKETS`.
+
+    A row's ``ts`` is its bucket's start, so this picks what the ranges pick, and the
+    primary key still narrows the read; ClickHouse plans it in about half the time of
+    OR'd ranges (3 ms against 7 for the eight cuts of a report's seconds of totals).
+    """
+    step = int(grain.total_seconds() * 1000)
+    starts = [start for span in spans for start in range(span.since_ms, span.until_ms, step)]
+    if len(starts) > MAX_LISTED_BUCKETS:
+        return None
+    return f"toUnixTimestamp64Milli(ts) IN [{', '.join(map(str, starts))}]"
 
 
 def _merged_here(
@@ -775,8 +824,10 @@ def _merged_here(
     grouped = [d.name for d in dims]
     db = quote_identifier(database)
     selects = []
-    for table, conditions in _piece_conditions(plan, parameters).items():
-        condition = " AND ".join([f"({' OR '.join(f'({c})' for c in conditions)})", *terms])
+    grains = {table: grain for grain, table in (*source.grains, *source.totals)}
+    pieces = _piece_conditions(plan, parameters, source.raw_by_hour, grains)
+    for table, picked in pieces.items():
+        condition = " AND ".join([f"({picked})", *terms])
         if table == "requests":
             rows = source.request_rows(database, condition, used, grouped)
             # One more than the most it merges: enough to know there are too many.

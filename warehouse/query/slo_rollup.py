@@ -366,6 +366,7 @@ class SloRollup:
             rows=self.rows if view else self.end_rows,
             totals=() if view else self.totals,
             request_rows=None if view else self.request_rows,
+            raw_by_hour=view,
         )
 
     def _good(self) -> RollupColumn:

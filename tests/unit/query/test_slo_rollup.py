@@ -119,6 +119,39 @@ def test_questions_of_the_whole_scope_read_totals_and_groups_read_the_dimensions
         assert read == [f"{t}_1h", f"{t}_5m", t, "requests"]
 
 
+def test_a_table_read_in_several_pieces_lists_their_buckets_and_one_piece_is_a_range():
+    """Listed buckets plan in half the time of OR'd ranges; the SLO's table of requests is
+    ordered by time, so its ragged ends name no hours."""
+    rollup = SloRollup(parse_slo(CHAT))
+    since = datetime(2026, 11, 2, 8, 0, 30, 250_000, tzinfo=UTC)
+    until = datetime(2026, 11, 2, 11, 0, 2, 500_000, tzinfo=UTC)
+    question = Question(
+        measures=["attainment"],
+        range=TimeRange(since, until),
+        spans=[TimeRange(until - timedelta(hours=1), until)],
+        filters={"service": ["chat"]},
+        thresholds=THRESHOLDS,
+    )
+    compiled = compile_question(question, CLICKHOUSE, "db", [rollup.source()])
+    branches = compiled.sql.split(" UNION ALL ")
+    reads = {b.split(" FROM ")[-1].split(" WHERE ")[0]: b for b in branches}
+    t = rollup.table
+    # 08:00:30.25 to 11:00:02.5, cut at 10:00:02.5: whole seconds at four cuts.
+    seconds = reads[f'"db".{t}_1s_total']
+    starts = [int(s) for s in seconds.split("IN [")[1].split("]")[0].split(", ")]
+    second = 1000
+    at = TimeRange(since, until)
+    assert starts[:2] == [at.since_ms + 750, at.since_ms + 750 + second]
+    assert len(starts) == 29 + 2 + 57 + 2 and len(set(starts)) == len(starts)
+    assert all(start % second == 0 for start in starts)
+    # The minutes at the start and around the cut; one piece of hours, one range.
+    assert "toUnixTimestamp64Milli(ts) IN [" in reads[f'"db".{t}_total']
+    hours = reads[f'"db".{t}_1h_total']
+    assert "IN [" not in hours and hours.count("fromUnixTimestamp64Milli(") == 2
+    raw = branches[-1]
+    assert f"{t}_requests" in raw and "toStartOfHour" not in raw
+
+
 def test_buckets_of_seconds_read_raw_rows_and_buckets_of_minutes_the_totals_per_second():
     """On the SQL path the ragged ends are rows per minute: in 30-second buckets they would
     land in the wrong bucket, so such a question reads no piece of the rollup."""
