@@ -585,6 +585,9 @@ def _pieces(
         for span in rest:
             middle, ends = span.split(grain)
             if middle is not None:
+                # Cut at a span's end, in whole buckets either side: one piece.
+                if pieces and pieces[-1][0] == table and pieces[-1][1].until == middle.since:
+                    middle = TimeRange(pieces.pop()[1].since, middle.until)
                 pieces.append((table, middle))
             later += ends
         rest = later

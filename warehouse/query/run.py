@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,8 +54,21 @@ def execute_all(store: Store, compiled: Sequence[Compiled]) -> list[Result]:
     not their sum), else one after another."""
     if len(compiled) < 2 or not store.capabilities.concurrent_reads:
         return [execute(store, c) for c in compiled]
-    with ThreadPoolExecutor(max_workers=len(compiled)) as pool:
-        return list(pool.map(lambda c: execute(store, c), compiled))
+    return list(_pool().map(lambda c: execute(store, c), compiled))
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The threads questions run on, started once: starting two for each SLA report
+    cost it 2-3 ms. Nothing run on them waits for the pool, so they cannot deadlock."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="llmwh-query")
+        return _POOL
 
 
 def fetch_values(store: Store, compiled: Compiled) -> np.ndarray:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import polars as pl
@@ -38,7 +39,7 @@ from warehouse.query.result import Result
 from warehouse.query.run import execute, execute_all
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.query.slo_rollup import percentile_holds
-from warehouse.query.timerange import TimeRange
+from warehouse.query.timerange import TimeRange, ceil_to, floor_to
 from warehouse.store.base import Store
 from warehouse.store.rollup_columns import check_prefix, position_columns
 
@@ -87,22 +88,28 @@ def evaluate(
         label: TimeRange(max(time_range.until - length, time_range.since), time_range.until)
         for label, length in slo.burn_windows
     }
-    # From a rollup on ClickHouse, the burn windows are spans of the period's question:
-    # one read of the pieces and the raw ends for all of them.
-    together = bool(sources) and bool(burns) and store.capabilities.dialect == "clickhouse"
+    # From a rollup on ClickHouse, the burn windows and the partial windows at the range's
+    # ends are spans of the period's question: one read of the pieces and the raw ends
+    # for all of them, and the windows' question reads whole windows only.
+    together = bool(sources) and store.capabilities.dialect == "clickhouse"
+    whole: TimeRange | None = time_range
+    ragged: list[TimeRange] = []
+    if together and objectives:
+        whole, ragged = _windows(time_range, slo.window)
+    spans = [*burns.values(), *ragged]
     period_question = Question(
         measures=["count", "attainment", "goodput_rps", *objectives],
         range=time_range,
         checks=checks,
-        spans=list(burns.values()) if together else (),
+        spans=spans if together else (),
         **common,
     )
     # The questions are independent: compiled first, then run together.
     asked = {"period": compiled(period_question)}
-    if objectives:
+    if objectives and whole is not None:
         windows = Question(
             measures=["count", *objectives],
-            range=time_range,
+            range=whole,
             interval=slo.window,
             checks=checks,
             **common,
@@ -119,12 +126,9 @@ def evaluate(
 
     period = answers["period"]
     frame = pl.DataFrame(period)
-    spans: dict[str, pl.DataFrame] = {}
-    if together:
-        spans = {
-            label: frame.filter(pl.col("span") == k).drop("span")
-            for k, label in enumerate(burns, start=1)
-        }
+    cut: list[pl.DataFrame] = []
+    if together and spans:
+        cut = [frame.filter(pl.col("span") == k).drop("span") for k in range(1, len(spans) + 1)]
         frame = frame.filter(pl.col("span") == 0).drop("span")
         if not by and frame.height == 0:  # no request at all: the one row of nothing
             alone = replace(period_question, spans=())
@@ -132,21 +136,50 @@ def evaluate(
     for name, column in _ok_columns(slo).items():
         frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
     frame = _without_checks(frame, checks)
-    if "windows" in answers:
-        compliance = _compliance(slo, pl.DataFrame(answers["windows"]), keys, checks)
+    if objectives:
+        in_windows = [pl.DataFrame(answers["windows"])] if "windows" in answers else []
+        in_windows += cut[len(burns) :]
+        compliance = _compliance(slo, _stacked(in_windows), keys, checks)
         frame = _join(frame, compliance, keys)
     budget = slo.error_budget
     remaining = budget_remaining(pl.col("attainment"), budget)
     frame = frame.with_columns(remaining.alias("budget_remaining"))
-    for label in burns:
-        burn = spans[label] if together else pl.DataFrame(answers[f"burn {label}"])
+    for k, label in enumerate(burns):
+        burn = cut[k] if together else pl.DataFrame(answers[f"burn {label}"])
         rate = burn.select(
             *keys, burn_rate(pl.col("attainment"), budget).alias(f"burn_rate_{label}")
         )
         frame = _join(frame, rate, keys)
     parts = {name: answer.plan for name, answer in answers.items()}
-    parts.update({f"burn {label}": period.plan for label in spans})
+    if ragged:
+        parts["windows at the ends"] = period.plan
+    if together:
+        parts.update({f"burn {label}": period.plan for label in burns})
     return Result.of(frame, period.plan, elapsed, parts)
+
+
+def _windows(time_range: TimeRange, window: timedelta) -> tuple[TimeRange | None, list[TimeRange]]:
+    """The range's whole windows (None when there is none) and the partial ones at its
+    ends, as the raw answer's time buckets cut them: ``[08:07:37, 09:56:48)`` in 5-minute
+    windows is ``[08:10, 09:55)`` and ``[08:07:37, 08:10)``, ``[09:55, 09:56:48)``."""
+    first, last = ceil_to(time_range.since, window), floor_to(time_range.until, window)
+    if first > last:  # both ends inside one window
+        return None, [time_range]
+    ends = []
+    if time_range.since < first:
+        ends.append(TimeRange(time_range.since, first))
+    if last < time_range.until:
+        ends.append(TimeRange(last, time_range.until))
+    return (TimeRange(first, last) if first < last else None), ends
+
+
+def _stacked(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The windows' rows: whole windows, then the partial ones (rows of the period's
+    spans, which hold more columns: only those of the whole windows are kept)."""
+    if len(frames) == 1:
+        return frames[0]
+    columns = [c for c in frames[0].columns if all(c in f.columns for f in frames)]
+    return pl.concat([f.select(columns) for f in frames], how="vertical_relaxed")
 
 
 def scoped_filters(slo: SLO, filters: Mapping[str, FilterValue] | None) -> dict[str, FilterValue]:

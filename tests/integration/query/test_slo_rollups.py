@@ -105,20 +105,40 @@ def test_the_report_from_an_slos_rollup_equals_the_raw_report(loaded, name):
     elif name == "chat-assistant":
         report = loaded.sla(name, since=since, until=until)
         t = applied.table
-        # Whole 5-minute windows, whole minutes, whole seconds of totals, and the parts
-        # of a second at each end from raw rows.
+        # The windows' question reads whole 5-minute windows of totals only.
+        whole = TimeRange(START + timedelta(minutes=10), START + timedelta(minutes=115))
+        assert report.parts["windows"].pieces == ((f"{t}_5m_total", whole),)
+        # The period, its burn windows and the partial windows at its ends in one read,
+        # cut where the 1h and 5m burn windows start (mid-second too) and where the whole
+        # windows start and end: whole minutes and seconds of totals, and raw rows only
+        # for the second around each cut.
         assert (
-            f"source: {t}_5m_total [08:10, 09:55) + {t}_total [08:08, 08:10) and "
-            f"[09:55, 09:56) + {t}_1s_total [08:07:38, 08:08) and [09:56, 09:56:48) + raw "
-            "requests [08:07:37.250, 08:07:38) and [09:56:48, 09:56:48.400) "
-        ) in report.parts["windows"].describe()
-        # The period and its burn windows in one read, cut where the 1h and 5m ones start
-        # (mid-second too): raw rows only for the second around each cut.
-        assert (
-            "raw requests [08:07:37.250, 08:07:38) and [08:56:48, 08:56:49) and "
-            "[09:51:48, 09:51:49) and [09:56:48, 09:56:48.400)"
+            f"source: {t}_total [08:08, 08:56) and [08:57, 09:51) and [09:52, 09:56) + "
+            f"{t}_1s_total [08:07:38, 08:08) and [08:56, 08:56:48) and [08:56:49, 08:57) and "
+            "[09:51, 09:51:48) and [09:51:49, 09:52) and [09:56, 09:56:48) + raw requests "
+            "[08:07:37.250, 08:07:38) and [08:56:48, 08:56:49) and [09:51:48, 09:51:49) and "
+            "[09:56:48, 09:56:48.400)"
         ) in report.plan.describe()
+        assert report.parts["windows at the ends"] is report.plan
         assert report.parts["burn 1h"] is report.plan
+
+
+@pytest.mark.parametrize(
+    ("since", "until"),
+    [
+        (timedelta(minutes=21, seconds=10), timedelta(minutes=23, seconds=20.5)),  # in one
+        (timedelta(minutes=23, seconds=10), timedelta(minutes=26, seconds=20.5)),  # two
+        (timedelta(minutes=20), timedelta(minutes=27, seconds=20.5)),  # one whole, one not
+    ],
+    ids=["inside-one-window", "two-partial-windows", "whole-then-partial"],
+)
+def test_ranges_with_few_or_no_whole_windows_report_what_raw_rows_do(loaded, since, until):
+    slo_apply.apply(loaded.store, [load_slo("chat-assistant")])
+    kw = {"since": START + since, "until": START + until, "filters": {}}
+    for by in ([], ["model"]):
+        fast, raw = both(loaded, "chat-assistant", by=by, **kw)
+        assert_same_figures(fast, raw, by)
+        assert fast["windows"].to_list() == raw["windows"].to_list()
 
 
 def test_a_requests_written_after_apply_reach_the_rollup_once(loaded, traffic):
@@ -214,11 +234,15 @@ def test_the_cli_applies_lists_and_reads_an_slos_rollup(loaded, monkeypatch, tmp
     since = f"{START + timedelta(seconds=30):%Y-%m-%dT%H:%M:%SZ}"
     until = f"{START + SPAN:%Y-%m-%dT%H:%M:%SZ}"
     report = run("sla", "--slo", "chat-assistant", "--since", since, "--until", until)
+    said = " ".join(report.split())
+    # Whole windows from their totals; the partial one at the start, the burn windows
+    # and the period in one read.
+    assert f"windows: source: rollup {table}_5m_total (the rollup of SLO chat-assistant)" in said
     assert (
-        f"windows: source: {table}_5m_total [08:05, 10:00) + {table}_total [08:01, 08:05) + "
-        f"{table}_1s_total [08:00:30, 08:01) (the rollup of SLO chat-assistant)"
-    ) in " ".join(report.split())
-    assert "period, burn 5m, burn 1h, burn 6h: source: " in " ".join(report.split())
+        "period, windows at the ends, burn 5m, burn 1h, burn 6h: source: "
+        f"{table}_total [08:01, 10:00) + {table}_1s_total [08:00:30, 08:01) "
+        "(the rollup of SLO chat-assistant)"
+    ) in said
 
 
 @ON_CLICKHOUSE
