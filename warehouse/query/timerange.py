@@ -1,7 +1,8 @@
 """Time ranges of questions: "15m", "7d", ISO 8601 strings or datetimes, always UTC.
 
 A range is half-open, ``[since, until)``, at millisecond precision like ``requests.ts``.
-Relative times count back from ``now``; naive datetimes and ISO strings without an
+Relative times count back from ``now`` (the clock's next whole second, unless a caller
+gives it); naive datetimes and ISO strings without an
 offset are taken as UTC, as everything in the warehouse is.
 """
 
@@ -124,8 +125,14 @@ class TimeRange:
 def time_range(
     since: Instant = "1h", until: Instant = None, now: datetime | None = None
 ) -> TimeRange:
-    """The range a question names; ``until`` defaults to now, ``since`` to an hour before."""
-    now = _to_ms(now or datetime.now(UTC))
+    """The range a question names; ``until`` defaults to now, ``since`` to an hour before.
+
+    Unless ``now`` is given, now is the clock's next whole second: a range ending now holds
+    everything written until now, and ranges counted back from it start on whole seconds,
+    which an SLO's totals per second answer without reading a request one by one
+    (docs/slo-rollups.md, "The ragged ends").
+    """
+    now = _to_ms(now) if now is not None else ceil_to(_to_ms(datetime.now(UTC)), _SECOND)
     try:
         start = _to_ms(parse_instant(since if since is not None else "1h", now))
         end = _to_ms(parse_instant(until, now))
@@ -144,6 +151,7 @@ def _to_ms(moment: datetime) -> datetime:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECOND = timedelta(seconds=1)
 
 
 def floor_to(moment: datetime, step: timedelta) -> datetime:

@@ -57,6 +57,16 @@ def test_a_duration_counts_back_from_now_and_until_defaults_to_now():
     assert r.since == r.until - timedelta(minutes=15)
 
 
+def test_the_clocks_now_is_its_next_whole_second_so_a_range_ending_now_holds_now():
+    before = datetime.now(UTC)
+    r = time_range("7d")
+    after = datetime.now(UTC)
+    assert before <= r.until < after + timedelta(seconds=1)
+    assert r.until.microsecond == 0 and r.since.microsecond == 0
+    assert r.since == r.until - timedelta(days=7)
+    assert time_range("5m", "now").until.microsecond == 0
+
+
 def test_iso_strings_and_datetimes_are_utc():
     r = time_range("2026-11-30T01:00:00+01:00", datetime(2026, 11, 30, 1), now=NOW)
     assert r.since == datetime(2026, 11, 30, 0, tzinfo=UTC)
