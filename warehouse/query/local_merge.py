@@ -137,14 +137,15 @@ def merge_rows(rows: pa.Table, merge: LocalMerge) -> pl.DataFrame:
 def _expanded(frame: pl.DataFrame, merge: LocalMerge) -> pl.DataFrame:
     """Each row once per span it falls in (with its span's length), and its time bucket."""
     if merge.spans:
-        lengths = [merge.seconds] + [(b - a) / 1000 for a, b in merge.spans]
-        parts = [frame.with_columns(span=pl.lit(0, pl.Int64))]
-        for k, (since, until) in enumerate(merge.spans, start=1):
-            inside = frame.filter((pl.col("_ts_ms") >= since) & (pl.col("_ts_ms") < until))
-            parts.append(inside.with_columns(span=pl.lit(k, pl.Int64)))
-        frame = pl.concat(parts)
-        seconds = pl.col("span").replace_strict(list(range(len(lengths))), lengths)
-        frame = frame.with_columns(seconds.cast(pl.Float64).alias("_seconds"))
+        lengths = np.array([merge.seconds] + [(b - a) / 1000 for a, b in merge.spans])
+        ts = frame.get_column("_ts_ms").to_numpy()
+        picked = [np.arange(frame.height)]
+        for since, until in merge.spans:
+            picked.append(np.flatnonzero((ts >= since) & (ts < until)))
+        span = np.repeat(np.arange(len(picked)), [len(p) for p in picked])
+        frame = frame[np.concatenate(picked)].with_columns(
+            pl.Series("span", span, pl.Int64), pl.Series("_seconds", lengths[span], pl.Float64)
+        )
     else:
         frame = frame.with_columns(pl.lit(merge.seconds, pl.Float64).alias("_seconds"))
     if merge.interval_ms:
@@ -177,15 +178,14 @@ def _merged(
     """The histograms of the rows ``rows`` (indices into ``maps``) summed per owner
     group, flattened as Arrow lays out maps: ``(offsets, keys, counts)``, keys sorted."""
     offsets = maps.offsets.to_numpy().astype(np.int64)
-    keys = maps.keys.to_numpy(zero_copy_only=False).astype(np.int64)
+    keys = maps.keys.to_numpy(zero_copy_only=False)
     counts = maps.items.to_numpy(zero_copy_only=False).astype(np.float64)
-    lengths = offsets[rows + 1] - offsets[rows]
-    total = int(lengths.sum())
-    # The entries of each chosen row, in order: its start, then one step per entry.
-    firsts = np.repeat(offsets[rows] - np.cumsum(lengths) + lengths, lengths)
-    entries = firsts + np.arange(total)
-    owner = np.repeat(owners, lengths)
     width = int(keys.max()) + 1 if len(keys) else 1
+    if groups <= _FEW_GROUPS and groups * width <= _MAX_SLOTS:
+        return _merged_by_group(offsets, keys, counts, rows, owners, groups, width)
+    keys = keys.astype(np.int64)
+    entries = _entries(offsets, rows)
+    owner = np.repeat(owners, offsets[rows + 1] - offsets[rows])
     # Each (group, key) one slot: counted in one pass where the slots are few, else sorted.
     slot = owner * width + keys[entries]
     if groups * width <= _MAX_SLOTS:
@@ -200,6 +200,42 @@ def _merged(
     return merged_offsets, found % width, summed
 
 
+def _merged_by_group(
+    offsets: np.ndarray,
+    keys: np.ndarray,
+    counts: np.ndarray,
+    rows: np.ndarray,
+    owners: np.ndarray,
+    groups: int,
+    width: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_merged` for a few groups (a question's spans, a few groups of a dimension):
+    one count per group, and a group of every row (the whole range, nothing grouped)
+    counts the entries where they lie, with no copy of them."""
+    dense = np.zeros((groups, width))
+    everything = len(offsets) - 1
+    for group in range(groups):
+        chosen = rows[owners == group]
+        if len(chosen) == everything and (everything < 2 or bool(np.all(np.diff(chosen) > 0))):
+            dense[group] = np.bincount(keys, weights=counts, minlength=width)
+        elif len(chosen):
+            entries = _entries(offsets, chosen)
+            dense[group] = np.bincount(keys[entries], weights=counts[entries], minlength=width)
+    found = np.flatnonzero(dense)
+    merged_offsets = np.zeros(groups + 1, np.int64)
+    np.cumsum(np.bincount(found // width, minlength=groups), out=merged_offsets[1:])
+    return merged_offsets, found % width, dense.ravel()[found]
+
+
+def _entries(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The indices of the entries of each of ``rows``, in order."""
+    lengths = offsets[rows + 1] - offsets[rows]
+    # Each row's start, then one step per entry.
+    firsts = np.repeat(offsets[rows] - np.cumsum(lengths) + lengths, lengths)
+    return firsts + np.arange(int(lengths.sum()))
+
+
+_FEW_GROUPS = 64
 _MAX_SLOTS = 1 << 22
 
 

@@ -144,6 +144,41 @@ def test_sparse_histograms_merge_as_dense_ones(monkeypatch):
     assert dense["p99"][0] == quantile(Counter({10: 1, 11: 8, 7001: 2}), 0.99)
 
 
+@pytest.mark.parametrize("by", [(), ("model",)])
+def test_a_few_groups_merge_their_histograms_as_many_do(monkeypatch, by):
+    """A few groups are counted one by one (the whole range without a copy of its
+    entries); many share one count of (group, bucket) slots. Both give the same."""
+    rng = np.random.default_rng(7)
+    data = rows(
+        *(
+            (
+                int(second),
+                str(rng.choice(["a", "b", "c"])),
+                3,
+                2,
+                {int(k): int(rng.integers(1, 9)) for k in rng.choice(400, rng.integers(1, 30))},
+            )
+            for second in np.sort(rng.integers(0, 7200, 300))
+        )
+    )
+    percentiles = tuple((f"p{q}", "ttft_ms_hist", q / 100) for q in (50, 95, 99))
+    merge = LocalMerge(
+        columns=("span", *by, "p50", "p95", "p99"),
+        dimensions=by,
+        aggregates=(),
+        percentiles=percentiles,
+        spans=((MS + 600_000, MS + 7200_000), (MS + 7000_000, MS + 7200_000), (MS, MS + 1000)),
+        seconds=7200.0,
+    )
+    few = merge_rows(data, merge)
+    monkeypatch.setattr(local_merge, "_FEW_GROUPS", 0)
+    many = merge_rows(data, merge)
+    assert few.equals(many)
+    # A span without requests (its first second) has no row.
+    assert few["span"].unique().sort().to_list() == [0, 1, 2]
+    assert few.height == 3 * (3 if by else 1) and few["p99"].null_count() == 0
+
+
 def test_nothing_grouped_over_no_rows_is_one_row_of_nothing():
     merge = LocalMerge(
         columns=("count", "attainment", "p95"),
