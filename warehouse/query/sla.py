@@ -128,8 +128,9 @@ def evaluate(
     frame = pl.DataFrame(period)
     cut: list[pl.DataFrame] = []
     if together and spans:
-        cut = [frame.filter(pl.col("span") == k).drop("span") for k in range(1, len(spans) + 1)]
-        frame = frame.filter(pl.col("span") == 0).drop("span")
+        by_span = frame.partition_by("span", as_dict=True, include_key=False)
+        empty = frame.clear().drop("span")
+        frame, *cut = (by_span.get((k,), empty) for k in range(len(spans) + 1))
         if not by and frame.height == 0:  # no request at all: the one row of nothing
             alone = replace(period_question, spans=())
             frame = pl.DataFrame(execute(store, compiled(alone)))

@@ -261,12 +261,11 @@ def _is_duckdb(store: Store) -> bool:
 
 
 def _exists(store: Store, name: str) -> bool:
+    # EXISTS, not a read of system.tables: every report asks, and it answers in half the time.
     found = store.query_arrow(
-        "SELECT count() AS n FROM system.tables "
-        "WHERE database = {db:String} AND name = {name:String}",
-        {"db": store.database, "name": name},
+        "EXISTS TABLE {db:Identifier}.{name:Identifier}", {"db": store.database, "name": name}
     )
-    return bool(found.column("n")[0].as_py())
+    return bool(found.column(0)[0].as_py())
 
 
 def _comment(text: str) -> dict:
