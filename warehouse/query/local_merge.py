@@ -195,9 +195,7 @@ def _merged(
     else:
         found, inverse = np.unique(slot, return_inverse=True)
         summed = np.bincount(inverse, weights=counts[entries])
-    merged_offsets = np.zeros(groups + 1, np.int64)
-    np.cumsum(np.bincount(found // width, minlength=groups), out=merged_offsets[1:])
-    return merged_offsets, found % width, summed
+    return _flattened(found, width, groups, summed)
 
 
 def _merged_by_group(
@@ -222,9 +220,17 @@ def _merged_by_group(
             entries = _entries(offsets, chosen)
             dense[group] = np.bincount(keys[entries], weights=counts[entries], minlength=width)
     found = np.flatnonzero(dense)
-    merged_offsets = np.zeros(groups + 1, np.int64)
-    np.cumsum(np.bincount(found // width, minlength=groups), out=merged_offsets[1:])
-    return merged_offsets, found % width, dense.ravel()[found]
+    return _flattened(found, width, groups, dense.ravel()[found])
+
+
+def _flattened(
+    slots: np.ndarray, width: int, groups: int, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counts of sorted ``group * width + key`` slots as Arrow lays out a column of maps:
+    ``(offsets, keys, counts)``, one map per group."""
+    offsets = np.zeros(groups + 1, np.int64)
+    np.cumsum(np.bincount(slots // width, minlength=groups), out=offsets[1:])
+    return offsets, slots % width, counts
 
 
 def _entries(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
