@@ -102,7 +102,11 @@ def merge_rows(rows: pa.Table, merge: LocalMerge) -> pl.DataFrame:
         # Plain strings, so that groups sort as ClickHouse sorts them, not by dictionary.
         *(pl.col(name).cast(pl.Utf8) for name in merge.dimensions),
     )
+    aggregates = [aggregate(sql).alias(name) for name, sql in merge.aggregates]
+    read = {column for expr in aggregates for column in expr.meta.root_names()}
     for name, array in maps.items():  # a histogram's total, for counts and averages
+        if f"_total_{name}" not in read:
+            continue
         offsets = array.offsets.to_numpy().astype(np.int64)
         items = array.items.to_numpy(zero_copy_only=False).astype(np.int64)
         sums = np.concatenate([[0], np.cumsum(items)])
@@ -125,9 +129,7 @@ def merge_rows(rows: pa.Table, merge: LocalMerge) -> pl.DataFrame:
             [pl.Series(name, [0], dtype) for name, dtype in frame.schema.items()]
         )
         rows_of = rows_of.with_columns(pl.lit(merge.seconds, pl.Float64).alias("_seconds"))
-    measured = rows_of.group_by("_g").agg(
-        aggregate(sql).alias(name) for name, sql in merge.aggregates
-    )
+    measured = rows_of.group_by("_g").agg(aggregates)
     answer = groups.join(measured, on="_g", how="left").sort("_g")
     for name, values in _percentiles(frame, maps, merge, answer.height).items():
         answer = answer.with_columns(pl.Series(name, values, pl.Float64))
@@ -245,6 +247,7 @@ _FEW_GROUPS = 64
 _MAX_SLOTS = 1 << 22
 
 
+@functools.lru_cache(maxsize=512)
 def aggregate(sql: str) -> pl.Expr:
     """A polars aggregate computing ClickHouse ``sql`` over a group of rollup rows.
 
