@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +18,9 @@ from warehouse.query.local_merge import merge_rows, too_many_requests
 from warehouse.query.result import Result, normalize
 from warehouse.store.base import Store
 
-__all__ = ["ask", "execute", "execute_all", "fetch_values"]
+__all__ = ["ask", "execute", "execute_all", "fetch_values", "submit"]
+
+T = TypeVar("T")
 
 _PLACEHOLDER = re.compile(r"\{(\w+):[^}]+\}")
 
@@ -55,6 +57,11 @@ def execute_all(store: Store, compiled: Sequence[Compiled]) -> list[Result]:
     if len(compiled) < 2 or not store.capabilities.concurrent_reads:
         return [execute(store, c) for c in compiled]
     return list(_pool().map(lambda c: execute(store, c), compiled))
+
+
+def submit(call: Callable[..., T], *args: Any) -> Future[T]:
+    """``call(*args)`` started on the questions' threads, to run beside them."""
+    return _pool().submit(call, *args)
 
 
 _POOL: ThreadPoolExecutor | None = None

@@ -36,9 +36,9 @@ from warehouse.query.builder import (
 )
 from warehouse.query.registry import dimension, measure
 from warehouse.query.result import Result
-from warehouse.query.run import execute, execute_all
+from warehouse.query.run import execute, execute_all, submit
 from warehouse.query.slo import OPERATORS, SLO, Objective
-from warehouse.query.slo_rollup import percentile_holds
+from warehouse.query.slo_rollup import SloRollup, percentile_holds
 from warehouse.query.timerange import TimeRange, ceil_to, floor_to
 from warehouse.store.base import Store
 from warehouse.store.rollup_columns import check_prefix, position_columns
@@ -72,10 +72,39 @@ def evaluate(
 
     ``exact`` is passed to every question: True for exact figures from raw rows.
     """
+    if exact is True:
+        return _evaluated(store, slo, None, time_range, by, filters, exact)
+    known = slo_apply.found_before(store, slo) if store.capabilities.concurrent_reads else None
+    if known is None:
+        return _evaluated(store, slo, slo_apply.find(store, slo), time_range, by, filters, exact)
+    # Complete when last looked at: whether it still is, is asked beside the questions
+    # rather than before them (a round trip saved), and they are asked again of raw rows
+    # if it is not (a rebuild began, or the rollup was dropped).
+    still = submit(slo_apply.still_complete, store, known)
+    try:
+        result = _evaluated(store, slo, known, time_range, by, filters, exact)
+    except Exception:
+        if still.result():
+            raise
+    else:
+        if still.result():
+            return result
+    return _evaluated(store, slo, None, time_range, by, filters, exact)
+
+
+def _evaluated(
+    store: Store,
+    slo: SLO,
+    rollup: SloRollup | None,
+    time_range: TimeRange,
+    by: Sequence[str],
+    filters: Mapping[str, FilterValue] | None,
+    exact: bool | None,
+) -> Result:
+    """:func:`evaluate` from ``rollup`` where it answers, else from raw rows."""
     by = list(by)
     keys = [dimension(name).name for name in by]  # result columns: attrs['gpu'] is gpu
     scope = scoped_filters(slo, filters)
-    rollup = slo_apply.find(store, slo) if exact is not True else None
     sources = (rollup.source(store.capabilities.dialect),) if rollup is not None else ()
     checks = rollup.checks if rollup is not None else ()
     common = {"by": by, "filters": scope, "thresholds": slo.thresholds, "exact": exact}

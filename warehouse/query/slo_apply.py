@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,7 +33,7 @@ from warehouse.store.cluster_ddl import LOCAL_SUFFIX
 from warehouse.store.cluster_migrations import ClusterMigrator
 from warehouse.store.schema import on_cluster
 
-__all__ = ["Applied", "apply", "find", "status"]
+__all__ = ["Applied", "apply", "find", "found_before", "status", "still_complete"]
 
 SEAL_VIEW = "request_parts_seal"
 
@@ -76,7 +77,29 @@ def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> li
 def find(store: Store, slo: SLO) -> SloRollup | None:
     """The SLO's complete rollup of its current version on ``store``, if there is one."""
     rollup = SloRollup(slo)
-    return rollup if rollup.covered and _complete(store, rollup) else None
+    return rollup if rollup.covered and still_complete(store, rollup) else None
+
+
+def found_before(store: Store, slo: SLO) -> SloRollup | None:
+    """The SLO's rollup if it was complete when last looked for on ``store`` (by
+    :func:`find` or :func:`still_complete`), without asking the store."""
+    rollup = SloRollup(slo)
+    return rollup if rollup.table in _FOUND.get(store, ()) else None
+
+
+def still_complete(store: Store, rollup: SloRollup) -> bool:
+    """Whether ``rollup`` is complete on ``store``, remembered for :func:`found_before`."""
+    complete = _complete(store, rollup)
+    found = _FOUND.setdefault(store, set())
+    if complete:
+        found.add(rollup.table)
+    else:
+        found.discard(rollup.table)
+    return complete
+
+
+_FOUND: weakref.WeakKeyDictionary[Store, set[str]] = weakref.WeakKeyDictionary()
+"""The SLO rollups each store (while it is open) was last seen to hold complete."""
 
 
 def status(store: Store, config: Config | None = None) -> pl.DataFrame:

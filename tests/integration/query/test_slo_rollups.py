@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -261,6 +262,57 @@ def test_a_rollup_without_its_view_is_building_lags_and_is_rebuilt_whole(loaded,
     fast, raw = both(loaded, "chat-assistant", since=START, until=until, filters={})
     assert fast.plan.source == f"{applied.table}_1h_total"
     assert_same_figures(fast, raw, [])
+
+
+@pytest.mark.parametrize("store", ["clickhouse"], indirect=True)
+def test_a_rollup_found_before_is_checked_beside_the_questions_and_left_once_it_is_gone(
+    loaded, monkeypatch
+):
+    # A store that takes concurrent queries asks whether a rollup it found complete
+    # still is beside the report's questions: a rebuild or a drop since sends the report
+    # back to raw rows, with the same figures.
+    slo = load_slo("chat-assistant")
+    [applied] = slo_apply.apply(loaded.store, [slo])
+    db = loaded.store.database
+    kw = {"since": START + timedelta(minutes=7, seconds=13), "until": START + SPAN, "filters": {}}
+    raw = loaded.sla("chat-assistant", exact=True, **kw)
+    assert reads(loaded.sla("chat-assistant", **kw), applied.table)
+    assert slo_apply.found_before(loaded.store, slo) is not None
+    checked: list[str] = []
+    still_complete = slo_apply.still_complete
+
+    def on_which_thread(store, rollup):
+        checked.append(threading.current_thread().name)
+        return still_complete(store, rollup)
+
+    monkeypatch.setattr(slo_apply, "still_complete", on_which_thread)
+    monkeypatch.setattr(slo_apply, "find", lambda *a: pytest.fail("asked before the questions"))
+    again = loaded.sla("chat-assistant", **kw)
+    assert reads(again, applied.table) and checked[0].startswith("llmwh-query")
+    assert_same_figures(again, raw, [])
+    monkeypatch.undo()
+
+    loaded.store.command(f"DROP VIEW {db}.{applied.table}_mv SYNC")  # a rebuild began
+    building = loaded.sla("chat-assistant", **kw)
+    assert not reads(building, applied.table)
+    assert_same_figures(building, raw, [])
+    assert slo_apply.found_before(loaded.store, slo) is None
+
+    assert slo_apply.apply(loaded.store, [slo])[0].action == "built"
+    assert reads(loaded.sla("chat-assistant", **kw), applied.table)
+    views = [t for t in SloRollup(slo).tables if _exists(loaded, f"{t}_mv")]
+    for name in [*(f"{t}_mv" for t in views), *SloRollup(slo).tables]:  # dropped whole
+        loaded.store.command(f"DROP TABLE {db}.{name} SYNC")
+    gone = loaded.sla("chat-assistant", **kw)  # its questions failed: no such table
+    assert not reads(gone, applied.table)
+    assert_same_figures(gone, raw, [])
+
+
+def _exists(wh: Warehouse, name: str) -> bool:
+    found = wh.store.query_arrow(
+        "EXISTS TABLE {db:Identifier}.{name:Identifier}", {"db": wh.store.database, "name": name}
+    )
+    return bool(found.column(0)[0].as_py())
 
 
 def test_root_cause_over_the_slos_dimensions_reads_its_rollup_and_agrees(loaded):
