@@ -35,12 +35,15 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 
 from warehouse.api import Warehouse
+from warehouse.query.slo import load_slo
+from warehouse.query.slo_rollup import SloRollup
 from warehouse.query.timerange import time_range
 from warehouse.store import open_store
 from warehouse.store.embedded import start_server, stop_server
@@ -92,18 +95,23 @@ def report_seconds(wh: Warehouse, slo: str, until: datetime) -> float:
     return time.perf_counter() - started
 
 
-def settle(wh: Warehouse, timeout: float = 900.0) -> float:
+def settle(wh: Warehouse, totals: Sequence[str], timeout: float = 900.0) -> float:
     """Seconds until the store's background merges are done (none running in three polls
-    a second apart), so that the report is timed on a settled store, not beside the
-    merges of a bulk load; the timing goes ahead anyway after ``timeout``."""
+    a second apart) and every partition of the SLO's ``totals`` is one part (as a
+    partition is a minute after its last write), so that the report is timed on a
+    settled store, not beside the merges of a bulk load; the timing goes ahead anyway
+    after ``timeout``."""
     started = time.monotonic()
     quiet = 0
     while quiet < 3 and time.monotonic() - started < timeout:
-        running = wh.store.query_arrow(
-            "SELECT count() AS n FROM system.merges WHERE database = {db:String}",
-            {"db": wh.store.database},
+        busy = wh.store.query_arrow(
+            "SELECT (SELECT count() FROM system.merges WHERE database = {db:String}) + "
+            "(SELECT count() FROM (SELECT table, partition FROM system.parts "
+            "WHERE database = {db:String} AND active AND has({totals:Array(String)}, table) "
+            "GROUP BY table, partition HAVING count() > 1)) AS n",
+            {"db": wh.store.database, "totals": list(totals)},
         )
-        quiet = quiet + 1 if running.column("n")[0].as_py() == 0 else 0
+        quiet = quiet + 1 if busy.column("n")[0].as_py() == 0 else 0
         time.sleep(1.0)
     return time.monotonic() - started
 
@@ -169,8 +177,12 @@ def run(args, backends, now, root, server) -> int:
         print(f"duckdb: {loaded:,} requests loaded at {rate:,.0f} rows/s")
         stores["duckdb raw"] = duck
     if "slo rollup" in stores:
-        settled = settle(stores["slo rollup"])
-        print(f"clickhouse: background merges of the load finished {settled:.0f} s later")
+        totals = [table for _, table in SloRollup(load_slo(args.slo)).totals]
+        settled = settle(stores["slo rollup"], totals)
+        print(
+            f"clickhouse: background merges of the load finished {settled:.0f} s later, "
+            "the SLO's totals one part a partition"
+        )
     # Two ranges of 7 days, each the same instant for every path and round, so that every
     # path answers the same question: ending now as `llmwh sla --since 7d` asks it (the
     # clock's next whole second), and ending at a given millisecond.

@@ -61,6 +61,27 @@ at high traffic a row of totals carries histograms of many buckets, so ClickHous
 default 8,192 made each cut decompress thousands of rows it did not need (at 100M
 requests: 176 ms a report, 104.6 ms with 64; docs/benchmarks.md)."""
 
+TOTALS_PARTS = {
+    "min_bytes_for_wide_part": 1 << 30,
+    "min_age_to_force_merge_seconds": 60,
+    "min_age_to_force_merge_on_partition_only": 1,
+}
+"""How its tables of totals keep their parts: compact (all columns in one file, where a
+wide part opens a file per column) and, once a partition has had no write for a minute,
+merged into one. Each cut of a report reads every part of the partitions it touches,
+and a day of seconds otherwise stayed in three wide parts: the seconds' read at 100M
+requests took 12-13 ms, 6-7 with one compact part a day (docs/benchmarks.md). A
+partition still written to (today's seconds, this month's minutes) is left to ordinary
+merges; a late request in a closed one costs one merge of that partition, a day of
+seconds (about 20 MB at 100M requests a week)."""
+
+
+def _totals_partition(grain: timedelta) -> str:
+    """A day of seconds (86,400 rows) to a partition; the coarser grains a month, a few
+    parts for a report's week rather than a part a day."""
+    return "toDate(ts)" if grain < GRAIN else "toYYYYMM(ts)"
+
+
 _COUNTS = ("requests", "errors", "rejections")
 _PERCENTILE = re.compile(r"^p(\d+)_(\w+)$")
 
@@ -106,6 +127,8 @@ class SloRollup:
             "dimensions": list(self.dimensions),
             "order_by": ["ts", *self.dimensions],
             "totals_granule": TOTALS_GRANULE,
+            "totals_parts": TOTALS_PARTS,
+            "totals_partitions": [_totals_partition(g) for g in self._total_lengths()],
             "totals_seconds": [int(g.total_seconds()) for g in self._total_lengths()],
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
@@ -249,13 +272,15 @@ class SloRollup:
 
     def create_tables(self, database: str, ttl_days: int) -> list[str]:
         """CREATE TABLE of each of its tables: by grain, finest first; its totals (64 rows
-        to a granule, :data:`TOTALS_GRANULE`); its table of requests."""
+        to a granule, :data:`TOTALS_GRANULE`, and parts as :data:`TOTALS_PARTS` keeps
+        them); its table of requests."""
         comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
         db = quote_identifier(database)
         statements = []
+        parts = "".join(f", {name} = {value}" for name, value in TOTALS_PARTS.items())
         for tables, dimensions, granule in (
             (self.grains, self.dimensions, ""),
-            (self.totals, (), f", index_granularity = {TOTALS_GRANULE}"),
+            (self.totals, (), f", index_granularity = {TOTALS_GRANULE}{parts}"),
         ):
             columns = ",\n    ".join(
                 [
@@ -265,7 +290,10 @@ class SloRollup:
                 ]
             )
             for grain, table in tables:
-                partition = "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
+                if dimensions:
+                    partition = "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
+                else:
+                    partition = _totals_partition(grain)
                 statements.append(
                     # On a cluster: where a row would go, were rows written to the
                     # Distributed table (they are not: each shard's views fill its local

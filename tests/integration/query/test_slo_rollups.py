@@ -315,6 +315,37 @@ def _exists(wh: Warehouse, name: str) -> bool:
     return bool(found.column(0)[0].as_py())
 
 
+@ON_CLICKHOUSE
+def test_its_totals_keep_compact_parts_and_a_quiet_partition_becomes_one_part(loaded):
+    # A report's cut reads every part of each partition it touches: the totals are kept
+    # in few, compact parts (one file each), a day of seconds or a month of coarser rows
+    # to a partition.
+    slo = load_slo("chat-assistant")
+    slo_apply.apply(loaded.store, [slo])
+    for grain, table in SloRollup(slo).totals:
+        [found] = loaded.store.query_arrow(
+            "SELECT partition_key, engine_full FROM system.tables "
+            "WHERE database = {db:String} AND name = {name:String}",
+            {"db": loaded.store.database, "name": table},
+        ).to_pylist()
+        assert found["partition_key"] == (
+            "toDate(ts)" if grain.total_seconds() < 60 else "toYYYYMM(ts)"
+        )
+        assert "min_age_to_force_merge_seconds = 60" in found["engine_full"]
+        assert "min_age_to_force_merge_on_partition_only = 1" in found["engine_full"]
+        assert "min_bytes_for_wide_part = 1073741824" in found["engine_full"]
+        kinds = (
+            loaded.store.query_arrow(
+                "SELECT DISTINCT part_type FROM system.parts WHERE database = {db:String} "
+                "AND table = {name:String} AND active",
+                {"db": loaded.store.database, "name": table},
+            )
+            .column("part_type")
+            .to_pylist()
+        )
+        assert kinds == ["Compact"]
+
+
 def test_root_cause_over_the_slos_dimensions_reads_its_rollup_and_agrees(loaded):
     [applied] = slo_apply.apply(loaded.store, [load_slo("chat-assistant")])
     kw = {
