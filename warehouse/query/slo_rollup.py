@@ -76,6 +76,11 @@ merges; a late request in a closed one costs one merge of that partition, a day 
 seconds (about 20 MB at 100M requests a week)."""
 
 
+def _grain_partition(grain: timedelta) -> str:
+    """The tables with dimensions: a day to a partition below the hour, else a month."""
+    return "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
+
+
 def _totals_partition(grain: timedelta) -> str:
     """A day of seconds (86,400 rows) to a partition; the coarser grains a month, a few
     parts for a report's week rather than a part a day."""
@@ -278,9 +283,9 @@ class SloRollup:
         db = quote_identifier(database)
         statements = []
         parts = "".join(f", {name} = {value}" for name, value in TOTALS_PARTS.items())
-        for tables, dimensions, granule in (
-            (self.grains, self.dimensions, ""),
-            (self.totals, (), f", index_granularity = {TOTALS_GRANULE}{parts}"),
+        for tables, dimensions, granule, partitioned in (
+            (self.grains, self.dimensions, "", _grain_partition),
+            (self.totals, (), f", index_granularity = {TOTALS_GRANULE}{parts}", _totals_partition),
         ):
             columns = ",\n    ".join(
                 [
@@ -290,10 +295,7 @@ class SloRollup:
                 ]
             )
             for grain, table in tables:
-                if dimensions:
-                    partition = "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
-                else:
-                    partition = _totals_partition(grain)
+                partition = partitioned(grain)
                 statements.append(
                     # On a cluster: where a row would go, were rows written to the
                     # Distributed table (they are not: each shard's views fill its local
