@@ -101,6 +101,16 @@ def test_the_url_chooses_http_compression(embedded_server, method):
         store.close()
 
 
+@pytest.mark.parametrize(("method", "arrow"), [("false", "none"), ("lz4", "lz4_frame")])
+def test_arrow_answers_are_compressed_only_when_the_connection_is(embedded_server, method, arrow):
+    store = open_store(f"{embedded_server.store_url('default')}?compress={method}")
+    try:
+        setting = "SELECT getSetting('output_format_arrow_compression_method') AS m"
+        assert store.query_arrow(setting).column("m").to_pylist() == [arrow]
+    finally:
+        store.close()
+
+
 def test_an_unknown_compression_is_refused_by_name():
     with pytest.raises(ConfigError, match="compress='fast'"):
         open_store("http://127.0.0.1:1/llmwh?compress=fast")
