@@ -147,6 +147,14 @@ def test_thresholds_alone_are_enough(tmp_path):
     assert slo.thresholds == {"e2e_ms": 1800.0} and slo.objectives == ()
 
 
+def test_a_file_is_parsed_once_per_text_and_an_edit_is_read_at_the_next_load(tmp_path):
+    path = write(tmp_path, "[thresholds]\ne2e_ms = 1800\n")
+    first = load_slo(path)
+    assert load_slo(path) is first
+    path.write_text("[thresholds]\ne2e_ms = 900\n")
+    assert load_slo(path).thresholds == {"e2e_ms": 900.0}
+
+
 def test_parse_slo_from_text_needs_a_name():
     assert parse_slo('name = "x"\n' + MINIMAL).name == "x"
     with pytest.raises(QueryError, match="<string>: name: required"):
