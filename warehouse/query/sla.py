@@ -23,6 +23,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from warehouse.errors import QueryError
@@ -38,7 +39,7 @@ from warehouse.query.registry import dimension, measure
 from warehouse.query.result import Result
 from warehouse.query.run import execute, execute_all, submit
 from warehouse.query.slo import OPERATORS, SLO, Objective
-from warehouse.query.slo_rollup import SloRollup, percentile_holds
+from warehouse.query.slo_rollup import SloRollup, percentile_holds, percentile_verdicts
 from warehouse.query.timerange import TimeRange, ceil_to, floor_to
 from warehouse.store.base import Store
 from warehouse.store.rollup_columns import check_prefix, position_columns
@@ -163,14 +164,15 @@ def _evaluated(
         if not by and frame.height == 0:  # no request at all: the one row of nothing
             alone = replace(period_question, spans=())
             frame = pl.DataFrame(execute(store, compiled(alone)))
-    for name, column in _ok_columns(slo).items():
-        frame = frame.with_columns(held(frame, slo.objectives[column]).alias(name))
+    holds, known = _verdicts(frame, slo.objectives)
+    frame = frame.with_columns(
+        _nulled(pl.Series(name, holds[:, i]), ~known[:, i]) for i, name in enumerate(_ok_names(slo))
+    )
     frame = _without_checks(frame, checks)
     if objectives:
         in_windows = [pl.DataFrame(answers["windows"])] if "windows" in answers else []
         in_windows += cut[len(burns) :]
-        compliance = _compliance(slo, _stacked(in_windows), keys, checks)
-        frame = _join(frame, compliance, keys)
+        frame = _join(frame, _compliance(slo, in_windows, keys), keys)
     budget = slo.error_budget
     remaining = budget_remaining(pl.col("attainment"), budget)
     frame = frame.with_columns(remaining.alias("budget_remaining"))
@@ -203,15 +205,6 @@ def _windows(time_range: TimeRange, window: timedelta) -> tuple[TimeRange | None
     return (TimeRange(first, last) if first < last else None), ends
 
 
-def _stacked(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """The windows' rows: whole windows, then the partial ones (rows of the period's
-    spans, which hold more columns: only those of the whole windows are kept)."""
-    if len(frames) == 1:
-        return frames[0]
-    columns = [c for c in frames[0].columns if all(c in f.columns for f in frames)]
-    return pl.concat([f.select(columns) for f in frames], how="vertical_relaxed")
-
-
 def scoped_filters(slo: SLO, filters: Mapping[str, FilterValue] | None) -> dict[str, FilterValue]:
     """The SLO's scope narrowed by the caller's filters (both must hold)."""
     combined: dict[str, FilterValue] = dict(slo.filters())
@@ -227,14 +220,15 @@ def scoped_filters(slo: SLO, filters: Mapping[str, FilterValue] | None) -> dict[
     return combined
 
 
-def _ok_columns(slo: SLO) -> dict[str, int]:
-    names: dict[str, int] = {}
-    for index, objective in enumerate(slo.objectives):
+def _ok_names(slo: SLO) -> list[str]:
+    """``<measure>_ok`` for each objective, numbered from the second of one measure on."""
+    names: list[str] = []
+    for objective in slo.objectives:
         name = f"{objective.measure}_ok"
         suffix = 2
         while name in names:
             name, suffix = f"{objective.measure}_ok_{suffix}", suffix + 1
-        names[name] = index
+        names.append(name)
     return names
 
 
@@ -265,12 +259,44 @@ def _compiled(
 def held(frame: pl.DataFrame, objective: Objective) -> pl.Series:
     """Whether ``objective`` holds in each row: from the exact position counts of its
     limit where an SLO's rollup returned them, else from the measured value."""
-    m = measure(objective.measure)
-    counted = m.is_percentile and m.column is not None
-    if counted and f"{check_prefix(m.column or '', objective.value)}_n" in frame.columns:
+    if _counted(frame, objective):
         return percentile_holds(frame, objective)
     limit = objective.value
     return frame.select(OPERATORS[objective.op](pl.col(objective.measure), limit)).to_series()
+
+
+def _counted(frame: pl.DataFrame, objective: Objective) -> bool:
+    """Whether the position counts of ``objective``'s limit are in ``frame``."""
+    m = measure(objective.measure)
+    counted = m.is_percentile and m.column is not None
+    return counted and f"{check_prefix(m.column or '', objective.value)}_n" in frame.columns
+
+
+def _verdicts(
+    frame: pl.DataFrame, objectives: Sequence[Objective]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`held` of every objective at once, as two ``rows x objectives`` arrays:
+    whether it holds, and whether the row has a value to decide it."""
+    holds = np.ones((frame.height, len(objectives)), dtype=bool)
+    known = np.ones((frame.height, len(objectives)), dtype=bool)
+    compared: dict[int, pl.Expr] = {}
+    for i, objective in enumerate(objectives):
+        if _counted(frame, objective):
+            holds[:, i], known[:, i] = percentile_verdicts(frame, objective)
+        else:
+            compared[i] = OPERATORS[objective.op](pl.col(objective.measure), objective.value)
+    if compared:  # one pass of polars for them all
+        asked = [e.fill_null(False).alias(f"h{i}") for i, e in compared.items()]
+        asked += [e.is_not_null().alias(f"k{i}") for i, e in compared.items()]
+        found = frame.select(asked)
+        for i in compared:
+            known[:, i] = found.get_column(f"k{i}").to_numpy()
+            holds[:, i] = found.get_column(f"h{i}").to_numpy()
+    return holds, known
+
+
+def _nulled(series: pl.Series, unknown: np.ndarray) -> pl.Series:
+    return series.scatter(np.flatnonzero(unknown), None) if unknown.any() else series
 
 
 def _without_checks(frame: pl.DataFrame, checks: Sequence[tuple[str, float]]) -> pl.DataFrame:
@@ -278,33 +304,48 @@ def _without_checks(frame: pl.DataFrame, checks: Sequence[tuple[str, float]]) ->
     return frame.drop([c for c in frame.columns if c in names])
 
 
-def _compliance(
-    slo: SLO, windows: pl.DataFrame, by: list[str], checks: Sequence[tuple[str, float]]
-) -> pl.DataFrame:
-    windows = windows.filter(pl.col("count") > 0)
-    # No value in a window (no TPOT at all, say) is no evidence against the objective.
-    verdicts = [
-        held(windows, o).fill_null(True).alias(f"_held_{i}") for i, o in enumerate(slo.objectives)
-    ]
-    windows = _without_checks(windows.with_columns(verdicts), checks)
-    flags = [f"_held_{i}" for i in range(len(slo.objectives))]
-    weights = [o.weight for o in slo.objectives]
-    aggregates = [
+def _compliance(slo: SLO, frames: Sequence[pl.DataFrame], by: list[str]) -> pl.DataFrame:
+    """``windows``, ``compliance`` and ``score`` per group, from the rows of the windows
+    in ``frames`` (one or more: whole windows, and the partial ones at the range's ends)."""
+    weights = [float(o.weight) for o in slo.objectives]
+    flags, groups = [], []
+    for frame in frames:
+        traffic = frame.get_column("count").to_numpy() > 0
+        holds, known = _verdicts(frame, slo.objectives)
+        # No value in a window (no TPOT at all, say) is no evidence against the objective.
+        flags.append((holds | ~known)[traffic])
+        if by:
+            groups.append(frame.select(by).filter(pl.Series(traffic)))
+    held_in = np.concatenate(flags)
+    if not by:
+        windows = len(held_in)
+        compliance = held_in.all(axis=1).mean() if windows else None
+        shares = held_in.mean(axis=0) if windows else np.zeros(len(weights))
+        score = sum(float(x) * w for x, w in zip(shares, weights, strict=True)) / sum(weights)
+        return pl.DataFrame(
+            {"windows": [windows], "compliance": [compliance], "score": [score]},
+            schema={"windows": pl.UInt32, "compliance": pl.Float64, "score": pl.Float64},
+        )
+    names = [f"_held_{i}" for i in range(len(slo.objectives))]
+    rows = pl.concat(groups, how="vertical_relaxed").with_columns(
+        pl.Series(name, held_in[:, i]) for i, name in enumerate(names)
+    )
+    return rows.group_by(by).agg(
         pl.len().alias("windows"),
-        pl.all_horizontal(flags).mean().alias("compliance"),
+        pl.all_horizontal(names).mean().alias("compliance"),
         (
-            pl.sum_horizontal([pl.col(f).mean() * w for f, w in zip(flags, weights, strict=True)])
+            pl.sum_horizontal([pl.col(f).mean() * w for f, w in zip(names, weights, strict=True)])
             / sum(weights)
         ).alias("score"),
-    ]
-    if by:
-        return windows.group_by(by).agg(aggregates)
-    return windows.select(aggregates)
+    )
 
 
 def _join(left: pl.DataFrame, right: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     if by:
         return left.join(right, on=by, how="left", nulls_equal=True)
-    if right.height == 0:
-        return left.with_columns(pl.lit(None).alias(c) for c in right.columns)
-    return left.join(right, how="cross")
+    # Nothing grouped: ``right`` has at most one row, its values the same on every row.
+    row = right.row(0) if right.height else (None,) * right.width
+    return left.with_columns(
+        pl.lit(value, dtype).alias(name)
+        for value, (name, dtype) in zip(row, right.schema.items(), strict=True)
+    )

@@ -46,7 +46,14 @@ from warehouse.store.rollup_columns import (
     rollup_column,
 )
 
-__all__ = ["DEFAULT_DIMENSIONS", "GRAIN", "SloRollup", "percentile_holds", "scope_terms"]
+__all__ = [
+    "DEFAULT_DIMENSIONS",
+    "GRAIN",
+    "SloRollup",
+    "percentile_holds",
+    "percentile_verdicts",
+    "scope_terms",
+]
 
 GRAIN = timedelta(minutes=1)
 SECOND = timedelta(seconds=1)
@@ -447,6 +454,14 @@ def percentile_holds(frame: pl.DataFrame, objective: Objective) -> pl.Series:
     so the interpolated value is either computed from them or known to lie on one side.
     Rows without values give null, as a percentile of nothing is.
     """
+    holds, known = percentile_verdicts(frame, objective)
+    series = pl.Series(f"{objective.measure}_holds", holds, pl.Boolean)
+    return series if known.all() else series.scatter(np.flatnonzero(~known), None)
+
+
+def percentile_verdicts(frame: pl.DataFrame, objective: Objective) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`percentile_holds` as numpy arrays: whether it holds, and whether the row
+    has values at all (where not, the first is meaningless)."""
     found = _percentile(objective)
     assert found is not None, objective
     column, level = found
@@ -469,8 +484,7 @@ def percentile_holds(frame: pl.DataFrame, objective: Objective) -> pl.Series:
         below = np.where(fraction > 0, i + 1 < lt, i < lt)
         value = np.where(below, -np.inf, value)
         holds = OPERATORS[objective.op](value, limit)
-    series = pl.Series(f"{objective.measure}_holds", holds, pl.Boolean)
-    return series.scatter(np.flatnonzero(n == 0), None) if (n == 0).any() else series
+    return np.asarray(holds, dtype=bool), n > 0
 
 
 def scope_terms(scope: Mapping[str, Sequence[str]]) -> list[str]:
