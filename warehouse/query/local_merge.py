@@ -115,7 +115,14 @@ def merge_rows(rows: pa.Table, merge: LocalMerge) -> pl.DataFrame:
         )
     frame = _expanded(frame, merge)
     keys = merge.keys
-    if keys:
+    if keys == ["span"]:  # spans alone (an SLA report's): numbered here, with no join
+        span = frame.get_column("span").to_numpy()
+        present = np.unique(span)
+        groups = pl.DataFrame(
+            [pl.Series("_g", np.arange(len(present)), pl.UInt32), pl.Series("span", present)]
+        )
+        frame = frame.with_columns(pl.Series("_g", np.searchsorted(present, span), pl.UInt32))
+    elif keys:
         groups = frame.select(keys).unique().sort(keys).with_row_index("_g")
         frame = frame.join(groups, on=keys, how="left", nulls_equal=True)
     else:

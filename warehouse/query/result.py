@@ -46,15 +46,15 @@ class Result(pl.DataFrame):
         return f"{text} · {self.elapsed_ms:.0f} ms"
 
 
-def normalize(table: pa.Table, columns: Sequence[str] | None = None) -> pl.DataFrame:
-    """The same column types from every backend.
+def normalize(table: pa.Table | pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """The same column types from every backend (and from rows merged here).
 
     Strings (ClickHouse LowCardinality arrives dictionary-encoded) become plain strings,
     times millisecond UTC timestamps, integers Int64, other numbers Float64 with NaN as
     null (ClickHouse says NaN where DuckDB says NULL, for instance a percentile of no
     values).
     """
-    frame = pl.from_arrow(table)
+    frame = table if isinstance(table, pl.DataFrame) else pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
     if columns is not None and list(frame.columns) != list(columns):
         frame = frame.rename(dict(zip(frame.columns, columns, strict=True)))

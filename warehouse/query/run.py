@@ -38,8 +38,9 @@ def execute(store: Store, compiled: Compiled) -> Result:
     if compiled.merge is not None:
         if compiled.fallback is not None and too_many_requests(table):
             return execute(store, compiled.fallback)
-        table = merge_rows(table, compiled.merge).to_arrow()
-    frame = normalize(_read_histograms(table, compiled), compiled.columns)
+        frame = normalize(merge_rows(table, compiled.merge), compiled.columns)
+    else:
+        frame = normalize(_read_histograms(table, compiled), compiled.columns)
     if compiled.sort_after is not None:
         order_by, limit = compiled.sort_after
         frame = frame.sort(
