@@ -101,12 +101,15 @@ def test_the_url_chooses_http_compression(embedded_server, method):
         store.close()
 
 
-@pytest.mark.parametrize(("method", "arrow"), [("false", "none"), ("lz4", "lz4_frame")])
-def test_arrow_answers_are_compressed_only_when_the_connection_is(embedded_server, method, arrow):
+@pytest.mark.parametrize(("method", "compressed"), [("false", False), ("lz4", True)])
+def test_arrow_answers_are_compressed_only_when_the_connection_is(
+    embedded_server, method, compressed
+):
     store = open_store(f"{embedded_server.store_url('default')}?compress={method}")
     try:
         setting = "SELECT getSetting('output_format_arrow_compression_method') AS m"
-        assert store.query_arrow(setting).column("m").to_pylist() == [arrow]
+        [found] = store.query_arrow(setting).column("m").to_pylist()
+        assert (found != "none") == compressed
     finally:
         store.close()
 

@@ -17,6 +17,7 @@ For each group of the ``by`` dimensions, over ``[since, until)``:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
@@ -39,7 +40,7 @@ from warehouse.query.registry import dimension, measure
 from warehouse.query.result import Result
 from warehouse.query.run import execute, execute_all, submit
 from warehouse.query.slo import OPERATORS, SLO, Objective
-from warehouse.query.slo_rollup import SloRollup, percentile_holds, percentile_verdicts
+from warehouse.query.slo_rollup import SloRollup, percentile_verdicts
 from warehouse.query.timerange import TimeRange, ceil_to, floor_to
 from warehouse.store.base import Store
 from warehouse.store.rollup_columns import check_prefix, position_columns
@@ -259,10 +260,8 @@ def _compiled(
 def held(frame: pl.DataFrame, objective: Objective) -> pl.Series:
     """Whether ``objective`` holds in each row: from the exact position counts of its
     limit where an SLO's rollup returned them, else from the measured value."""
-    if _counted(frame, objective):
-        return percentile_holds(frame, objective)
-    limit = objective.value
-    return frame.select(OPERATORS[objective.op](pl.col(objective.measure), limit)).to_series()
+    holds, known = _verdicts(frame, [objective])
+    return _nulled(pl.Series(f"{objective.measure}_holds", holds[:, 0]), ~known[:, 0])
 
 
 def _counted(frame: pl.DataFrame, objective: Objective) -> bool:
@@ -296,6 +295,7 @@ def _verdicts(
 
 
 def _nulled(series: pl.Series, unknown: np.ndarray) -> pl.Series:
+    """``series`` with nulls where ``unknown``."""
     return series.scatter(np.flatnonzero(unknown), None) if unknown.any() else series
 
 
@@ -308,7 +308,8 @@ def _compliance(slo: SLO, frames: Sequence[pl.DataFrame], by: list[str]) -> pl.D
     """``windows``, ``compliance`` and ``score`` per group, from the rows of the windows
     in ``frames`` (one or more: whole windows, and the partial ones at the range's ends)."""
     weights = [float(o.weight) for o in slo.objectives]
-    flags, groups = [], []
+    flags: list[np.ndarray] = []
+    groups: list[pl.DataFrame] = []
     for frame in frames:
         traffic = frame.get_column("count").to_numpy() > 0
         holds, known = _verdicts(frame, slo.objectives)
@@ -321,7 +322,8 @@ def _compliance(slo: SLO, frames: Sequence[pl.DataFrame], by: list[str]) -> pl.D
         windows = len(held_in)
         compliance = held_in.all(axis=1).mean() if windows else None
         shares = held_in.mean(axis=0) if windows else np.zeros(len(weights))
-        score = sum(float(x) * w for x, w in zip(shares, weights, strict=True)) / sum(weights)
+        weighted = sum(float(x) * w for x, w in zip(shares, weights, strict=True))
+        score = weighted / sum(weights) if sum(weights) else math.nan
         return pl.DataFrame(
             {"windows": [windows], "compliance": [compliance], "score": [score]},
             schema={"windows": pl.UInt32, "compliance": pl.Float64, "score": pl.Float64},
@@ -344,6 +346,7 @@ def _join(left: pl.DataFrame, right: pl.DataFrame, by: list[str]) -> pl.DataFram
     if by:
         return left.join(right, on=by, how="left", nulls_equal=True)
     # Nothing grouped: ``right`` has at most one row, its values the same on every row.
+    assert right.height <= 1, right
     row = right.row(0) if right.height else (None,) * right.width
     return left.with_columns(
         pl.lit(value, dtype).alias(name)

@@ -54,7 +54,7 @@ import operator
 import re
 import tomllib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
@@ -244,7 +244,8 @@ def load_slo(
 
     A bare name (no directory, no ``.toml``) means a shipped SLO, whatever the current
     directory holds; anything else is a path. ``validate_measure`` is called with each
-    objective's measure name and should raise on an unknown one.
+    objective's measure name and should raise on an unknown one; a text already loaded
+    with the same validator is not parsed (nor validated) again.
     """
     if isinstance(name_or_path, str) and _is_bare_name(name_or_path):
         shipped = shipped_slos()
@@ -271,11 +272,14 @@ def _parsed(
 ) -> SLO:
     """:func:`parse_slo`, once per text and validator: the exporter and the API load an
     SLO for each report, and reading the TOML cost 1-1.5 ms of a 50 ms report. The file
-    is still read each time, so an edit takes effect at the next load."""
+    is still read each time, so an edit takes effect at the next load. Each caller gets
+    its own ``scope`` and ``thresholds`` dicts, so none can change another's SLO."""
     try:
-        return _parsed_once(text, source, label, validate_measure)
-    except TypeError:  # an unhashable validator (a list's append, say): nothing kept
+        hash(validate_measure)
+    except TypeError:  # a validator that cannot key a cache: parsed every time
         return parse_slo(text, source=source, label=label, validate_measure=validate_measure)
+    slo = _parsed_once(text, source, label, validate_measure)
+    return replace(slo, scope=dict(slo.scope), thresholds=dict(slo.thresholds))
 
 
 @functools.lru_cache(maxsize=64)

@@ -50,7 +50,6 @@ __all__ = [
     "DEFAULT_DIMENSIONS",
     "GRAIN",
     "SloRollup",
-    "percentile_holds",
     "percentile_verdicts",
     "scope_terms",
 ]
@@ -444,24 +443,17 @@ def _percentile(objective: Objective) -> tuple[str, float] | None:
     return m.column, m.level
 
 
-def percentile_holds(frame: pl.DataFrame, objective: Objective) -> pl.Series:
-    """Whether a percentile objective holds in each row, from its position counts.
+def percentile_verdicts(frame: pl.DataFrame, objective: Objective) -> tuple[np.ndarray, np.ndarray]:
+    """Whether a percentile objective holds in each row, from its position counts, and
+    whether the row has values at all (where not, the first says nothing: a percentile
+    of nothing is null).
 
     Exactly as comparing the exact percentile with the limit would decide it. The
     percentile interpolates linearly between the order statistics at ``h = q (n - 1)``
     (ClickHouse's ``quantileExactInclusive``, numpy's default); the statistics next to
     the limit are ``lo`` (the largest value below it), the limit itself, or ``hi``,
     so the interpolated value is either computed from them or known to lie on one side.
-    Rows without values give null, as a percentile of nothing is.
     """
-    holds, known = percentile_verdicts(frame, objective)
-    series = pl.Series(f"{objective.measure}_holds", holds, pl.Boolean)
-    return series if known.all() else series.scatter(np.flatnonzero(~known), None)
-
-
-def percentile_verdicts(frame: pl.DataFrame, objective: Objective) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`percentile_holds` as numpy arrays: whether it holds, and whether the row
-    has values at all (where not, the first is meaningless)."""
     found = _percentile(objective)
     assert found is not None, objective
     column, level = found

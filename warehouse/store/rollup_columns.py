@@ -195,7 +195,7 @@ def position_columns(column: str, limit: float) -> list[RollupColumn]:
     ``n`` values in all, ``lt`` below the limit, ``le`` at most the limit, ``lo`` the
     largest below it and ``hi`` the smallest above it. From these any interpolated
     percentile of the merged values can be compared with the limit exactly (see
-    :func:`warehouse.query.slo_rollup.percentile_holds`): the order statistics next to
+    :func:`warehouse.query.slo_rollup.percentile_verdicts`): the order statistics next to
     the limit are ``lo``, the limit itself, or ``hi``. Latencies are never negative, so
     0 is the neutral ``lo`` of a group without values below the limit.
     """

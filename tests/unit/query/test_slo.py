@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from warehouse.errors import QueryError
+from warehouse.query import slo as slo_module
 from warehouse.query.slo import (
     SLO,
     Objective,
@@ -147,12 +148,25 @@ def test_thresholds_alone_are_enough(tmp_path):
     assert slo.thresholds == {"e2e_ms": 1800.0} and slo.objectives == ()
 
 
-def test_a_file_is_parsed_once_per_text_and_an_edit_is_read_at_the_next_load(tmp_path):
+def test_a_file_is_parsed_once_per_text_and_an_edit_is_read_at_the_next_load(tmp_path, monkeypatch):
+    parsed = []
+    monkeypatch.setattr(slo_module._Reader, "read", counted(slo_module._Reader.read, parsed))
     path = write(tmp_path, "[thresholds]\ne2e_ms = 1800\n")
     first = load_slo(path)
-    assert load_slo(path) is first
+    second = load_slo(path)
+    assert second == first and len(parsed) == 1
+    second.thresholds["e2e_ms"] = 1.0  # each caller's own: the next load is not changed
+    assert load_slo(path).thresholds == {"e2e_ms": 1800.0}
     path.write_text("[thresholds]\ne2e_ms = 900\n")
-    assert load_slo(path).thresholds == {"e2e_ms": 900.0}
+    assert load_slo(path).thresholds == {"e2e_ms": 900.0} and len(parsed) == 2
+
+
+def counted(method, calls):
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return method(*args, **kwargs)
+
+    return wrapper
 
 
 def test_parse_slo_from_text_needs_a_name():
