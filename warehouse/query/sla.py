@@ -17,7 +17,6 @@ For each group of the ``by`` dimensions, over ``[since, until)``:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
@@ -318,28 +317,20 @@ def _compliance(slo: SLO, frames: Sequence[pl.DataFrame], by: list[str]) -> pl.D
         if by:
             groups.append(frame.select(by).filter(pl.Series(traffic)))
     held_in = np.concatenate(flags)
-    if not by:
-        windows = len(held_in)
-        compliance = held_in.all(axis=1).mean() if windows else None
-        shares = held_in.mean(axis=0) if windows else np.zeros(len(weights))
-        weighted = sum(float(x) * w for x, w in zip(shares, weights, strict=True))
-        score = weighted / sum(weights) if sum(weights) else math.nan
-        return pl.DataFrame(
-            {"windows": [windows], "compliance": [compliance], "score": [score]},
-            schema={"windows": pl.UInt32, "compliance": pl.Float64, "score": pl.Float64},
-        )
     names = [f"_held_{i}" for i in range(len(slo.objectives))]
-    rows = pl.concat(groups, how="vertical_relaxed").with_columns(
-        pl.Series(name, held_in[:, i]) for i, name in enumerate(names)
-    )
-    return rows.group_by(by).agg(
+    rows = pl.DataFrame([pl.Series(name, held_in[:, i]) for i, name in enumerate(names)])
+    aggregates = [
         pl.len().alias("windows"),
         pl.all_horizontal(names).mean().alias("compliance"),
         (
             pl.sum_horizontal([pl.col(f).mean() * w for f, w in zip(names, weights, strict=True)])
             / sum(weights)
         ).alias("score"),
-    )
+    ]
+    if not by:
+        return rows.select(aggregates)
+    keys = pl.concat(groups, how="vertical_relaxed")
+    return pl.concat([keys, rows], how="horizontal").group_by(by).agg(aggregates)
 
 
 def _join(left: pl.DataFrame, right: pl.DataFrame, by: list[str]) -> pl.DataFrame:
