@@ -24,8 +24,8 @@ from warehouse.query.timerange import TimeRange
 from warehouse.store.base import Capabilities, quote_identifier
 from warehouse.store.rollup_columns import (
     BUILT_IN,
+    bucket_rows,
     check_prefix,
-    minute_rows,
     position_columns,
     rollup_columns,
 )
@@ -518,7 +518,7 @@ def _built_in_rows(
     """Rows of the built-in minute rollup from the `requests` rows ``condition`` picks."""
     pieces = [c for c in rollup_columns(BUILT_IN) if c.name in columns]
     table = f"{quote_identifier(database)}.requests"
-    return minute_rows(table, SLA_ROLLUP_DIMENSIONS, pieces, [f"({condition})"], keys)
+    return bucket_rows(table, SLA_ROLLUP_DIMENSIONS, pieces, [f"({condition})"], keys)
 
 
 def _covering_pieces(

@@ -39,8 +39,8 @@ from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.store.rollup_columns import (
     REQUEST_COLUMN_TYPES,
     RollupColumn,
+    bucket_rows,
     check_prefix,
-    minute_rows,
     position_columns,
     request_rows,
     rollup_column,
@@ -176,7 +176,7 @@ class SloRollup:
             where.append(f"({condition})")
         pieces = [c for c in self.columns if columns is None or c.name in columns]
         table = f"{quote_identifier(database)}.requests"
-        return minute_rows(table, self.dimensions, pieces, where, keys)
+        return bucket_rows(table, self.dimensions, pieces, where, keys)
 
     @property
     def _scope(self) -> list[str]:
@@ -195,7 +195,7 @@ class SloRollup:
         same rows as :meth:`request_rows`."""
         pieces = [c for c in self.columns if c.name in columns]
         table = f"{quote_identifier(database)}.{self.requests_table}"
-        return minute_rows(table, self.dimensions, pieces, [f"({condition})"], keys)
+        return bucket_rows(table, self.dimensions, pieces, [f"({condition})"], keys)
 
     def request_rows(
         self,
@@ -348,7 +348,7 @@ class SloRollup:
         for (_, table), (_, total) in zip(self.grains, totals, strict=True):
             found.append((total, f"SELECT\n    ts,\n    {merged}\nFROM {db}.{table}\nGROUP BY ts"))
         requests = f"{db}.{self.requests_table}"
-        per_second = minute_rows(requests, (), self.columns, bucket="toStartOfSecond(ts)")
+        per_second = bucket_rows(requests, (), self.columns, bucket="toStartOfSecond(ts)")
         found.append((seconds, per_second))
         return found
 

@@ -31,9 +31,9 @@ __all__ = [
     "DECODING",
     "REQUEST_COLUMN_TYPES",
     "RollupColumn",
+    "bucket_rows",
     "check_prefix",
     "clickhouse_bucket",
-    "minute_rows",
     "position_columns",
     "request_rows",
     "rollup_column",
@@ -230,7 +230,7 @@ def position_columns(column: str, limit: float) -> list[RollupColumn]:
     ]
 
 
-def minute_rows(
+def bucket_rows(
     source: str,
     dimensions: Sequence[str],
     columns: Sequence[RollupColumn],
@@ -238,10 +238,10 @@ def minute_rows(
     keys: Sequence[tuple[str, str]] = (),
     bucket: str = "toStartOfMinute(ts)",
 ) -> str:
-    """ClickHouse SQL of rollup rows per minute (or per ``bucket``, the SQL of a
-    request's bucket: ``toStartOfSecond(ts)``) from the `requests` rows at ``source`` (a
-    table) that every condition of ``where`` picks, grouped by ``dimensions`` and by
-    each of ``keys`` (name, expression of a request's columns).
+    """ClickHouse SQL of rollup rows per ``bucket`` (the SQL of a request's bucket: a
+    minute by default, ``toStartOfSecond(ts)`` for seconds) from the `requests` rows at
+    ``source`` (a table) that every condition of ``where`` picks, grouped by
+    ``dimensions`` and by each of ``keys`` (name, expression of a request's columns).
 
     The conditions and keys apply to the requests themselves, in a subquery: there
     ``ts`` is the request's time, not the minute the row's ``ts`` is aliased over it.

@@ -30,7 +30,7 @@ from warehouse.query.run import ask
 from warehouse.query.slo import load_slo, parse_slo
 from warehouse.query.slo_rollup import SloRollup
 from warehouse.query.timerange import TimeRange
-from warehouse.store.rollup_columns import BUILT_IN, minute_rows, request_rows, rollup_columns
+from warehouse.store.rollup_columns import BUILT_IN, bucket_rows, request_rows, rollup_columns
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
 
@@ -413,7 +413,7 @@ def test_a_request_alone_makes_the_row_its_minute_would(loaded):
         f"SELECT toStartOfMinute(ts) AS minute, {keys}, {merged} "
         f"FROM ({request_rows(table, rollup.dimensions, columns)}) GROUP BY minute, {keys}"
     )
-    aggregated = minute_rows(table, rollup.dimensions, columns)
+    aggregated = bucket_rows(table, rollup.dimensions, columns)
     order = f"ORDER BY ts, {keys}"
     mine = loaded.store.query_arrow(f"SELECT * FROM ({one_by_one.replace('minute', 'ts')}) {order}")
     theirs = loaded.store.query_arrow(f"SELECT * FROM ({aggregated}) {order}")
