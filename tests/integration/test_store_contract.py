@@ -114,6 +114,18 @@ def test_arrow_answers_are_compressed_only_when_the_connection_is(
         store.close()
 
 
+def test_arrow_answers_in_process_are_not_compressed(chdb_path):
+    store = open_store(f"chdb://{chdb_path}?database=arrow_plain")
+    try:
+        setting = "SELECT getSetting('output_format_arrow_compression_method') AS m"
+        assert store.query_arrow(setting).column("m").to_pylist() == ["none"]
+        # Calls that ask for readonly run on a session of their own: the same there.
+        answer = store.query_arrow(setting, settings={"readonly": 2})
+        assert answer.column("m").to_pylist() == ["none"]
+    finally:
+        store.close()
+
+
 def test_an_unknown_compression_is_refused_by_name():
     with pytest.raises(ConfigError, match="compress='fast'"):
         open_store("http://127.0.0.1:1/llmwh?compress=fast")
