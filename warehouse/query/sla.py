@@ -8,7 +8,8 @@ For each group of the ``by`` dimensions, over ``[since, until)``:
 - ``compliance``: the share of the SLO's windows (5 min by default) with traffic in which
   every objective holds, and ``windows``, how many windows had traffic; a window in
   which a measure has no value (no TPOT in it, say) does not count against it;
-- ``score``: the objectives' window compliance averaged with the SLO's weights;
+- ``score``: the objectives' window compliance averaged with the SLO's weights (null,
+  as ``compliance`` is, when no window had traffic);
 - ``budget_remaining``: ``1 - (1 - attainment) / (1 - target)`` over the range, below 0
   once the budget is spent;
 - ``burn_rate_<w>`` for each burn window, ending at ``until``: ``(1 - attainment over the
@@ -323,7 +324,11 @@ def _compliance(slo: SLO, frames: Sequence[pl.DataFrame], by: list[str]) -> pl.D
         pl.len().alias("windows"),
         pl.all_horizontal(names).mean().alias("compliance"),
         (
-            pl.sum_horizontal([pl.col(f).mean() * w for f, w in zip(names, weights, strict=True)])
+            # Null, as compliance is, when no window had traffic: nulls are not summed as 0.
+            pl.sum_horizontal(
+                [pl.col(f).mean() * w for f, w in zip(names, weights, strict=True)],
+                ignore_nulls=False,
+            )
             / sum(weights)
         ).alias("score"),
     ]

@@ -173,6 +173,17 @@ def test_a_window_without_a_measure_is_no_evidence_against_its_objective(migrate
     )
 
 
+def test_a_range_without_traffic_has_no_compliance_and_no_score(loaded):
+    """No window had traffic: nothing is known, which is not a score of 0 (that would
+    read as every objective missed on a dashboard)."""
+    wh, path, _ = loaded
+    quiet = UNTIL + timedelta(hours=1)
+    row = wh.sla(path, since=quiet, until=quiet + timedelta(hours=1), exact=True).row(0, named=True)
+    assert row["windows"] == 0
+    assert row["compliance"] is None
+    assert row["score"] is None
+
+
 def test_groups_and_filters_narrow_the_scope(loaded):
     wh, path, _ = loaded
     by_model = wh.sla(path, by=["model"], since=SINCE, until=UNTIL, exact=True)
