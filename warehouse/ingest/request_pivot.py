@@ -141,9 +141,14 @@ def from_c_columns(columns: tuple) -> Pivot:
     )
 
 
+_NO_PARTS = PARTS_SCHEMA.empty_table()
+
+
 def parts_table(pivot: Pivot) -> pa.Table:
     """The ``request_parts`` rows of a pivot (``received`` is now)."""
     n = len(pivot.rank)
+    if n == 0:  # a write of plain series: building the columns below cost 0.6 ms a flush
+        return _NO_PARTS
 
     def target(name: str, kind: pa.DataType) -> pa.Array:
         k = TARGETS.index(name)
