@@ -18,10 +18,12 @@ For each group of the ``by`` dimensions, over ``[since, until)``:
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 from datetime import timedelta
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -320,17 +322,13 @@ def _compliance(slo: SLO, frames: Sequence[pl.DataFrame], by: list[str]) -> pl.D
     held_in = np.concatenate(flags)
     names = [f"_held_{i}" for i in range(len(slo.objectives))]
     rows = pl.DataFrame([pl.Series(name, held_in[:, i]) for i, name in enumerate(names)])
+    weighted = [pl.col(f).mean() * w for f, w in zip(names, weights, strict=True)]
     aggregates = [
         pl.len().alias("windows"),
         pl.all_horizontal(names).mean().alias("compliance"),
-        (
-            # Null, as compliance is, when no window had traffic: nulls are not summed as 0.
-            pl.sum_horizontal(
-                [pl.col(f).mean() * w for f, w in zip(names, weights, strict=True)],
-                ignore_nulls=False,
-            )
-            / sum(weights)
-        ).alias("score"),
+        # Added with `+`, which keeps the null of no window with traffic (as compliance
+        # has it), where sum_horizontal would count it as 0.
+        (reduce(operator.add, weighted) / sum(weights)).alias("score"),
     ]
     if not by:
         return rows.select(aggregates)

@@ -231,7 +231,8 @@ def open_chdb(url: StoreURL) -> ClickHouseStore:
 
 def _chdb_client(path: str, settings: dict[str, Any] | None = None) -> Any:
     # In process an Arrow answer is handed over in memory: compressing its buffers is pure
-    # cost (a 1M-row read took 168 ms with the engine's lz4_frame, 130 without).
+    # cost (a 1M-row read took 168 ms with the engine's lz4_frame, 130 without). It is set
+    # first: the settings are applied in order, and after `readonly` none can be.
     settings = {"output_format_arrow_compression_method": "none", **(settings or {})}
     with _translated_errors():
         return clickhouse_connect.get_client(
