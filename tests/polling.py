@@ -63,3 +63,19 @@ async def poll_until_async(
         if loop.time() >= deadline:
             raise AssertionError(f"waited {timeout:g} s for {what}; last seen: {value!r}")
         await asyncio.sleep(every)
+
+
+def well_inside_a_minute(spare: float = 10.0) -> None:
+    """Return once ``spare`` seconds of the clock's minute are left.
+
+    ``request_parts`` collapses a repeated write into the row it repeats only within one
+    minute of receipt (it is sorted by that minute first): writes that a test expects to
+    collapse must not straddle a minute's end.
+    """
+    poll_until(
+        lambda: time.time() % 60,
+        f"{spare:g} s left in the clock's minute",
+        until=lambda second: second < 60 - spare,
+        timeout=spare + 1,
+        every=0.1,
+    )

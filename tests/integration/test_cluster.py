@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pyarrow.compute as pc
 import pytest
-from polling import poll_until
+from polling import poll_until, well_inside_a_minute
 
 from warehouse.api import Warehouse, connect
 from warehouse.errors import StoreError
@@ -271,6 +271,7 @@ def test_a_shard_down_fails_writes_and_queries_loudly_and_loses_nothing(cluster,
         # Remote write goes through the cluster too: twice the same body of per-request
         # metrics, each request one part row per write, collapsing to one; no series.
         metrics = synthetic_requests(50, seed=7, start=now, span=timedelta(minutes=5))
+        well_inside_a_minute()  # a repeat collapses within its minute of receipt
         for _ in range(2):
             assert post(f"http://127.0.0.1:{port}/api/v1/write", remote_write_body(metrics),
                         "application/x-protobuf") == 204  # fmt: skip
