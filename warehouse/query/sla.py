@@ -43,7 +43,7 @@ from warehouse.query.result import Result
 from warehouse.query.run import execute, execute_all, submit
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.query.slo_rollup import SloRollup, percentile_verdicts
-from warehouse.query.timerange import TimeRange, ceil_to, floor_to
+from warehouse.query.timerange import TimeRange, ceil_to
 from warehouse.store.base import Store
 from warehouse.store.rollup_columns import check_prefix, position_columns
 
@@ -196,16 +196,16 @@ def _evaluated(
 def _windows(time_range: TimeRange, window: timedelta) -> tuple[TimeRange | None, list[TimeRange]]:
     """The range's whole windows (None when there is none) and the partial ones at its
     ends, as the raw answer's time buckets cut them: ``[08:07:37, 09:56:48)`` in 5-minute
-    windows is ``[08:10, 09:55)`` and ``[08:07:37, 08:10)``, ``[09:55, 09:56:48)``."""
-    first, last = ceil_to(time_range.since, window), floor_to(time_range.until, window)
-    if first > last:  # both ends inside one window
-        return None, [time_range]
-    ends = []
-    if time_range.since < first:
-        ends.append(TimeRange(time_range.since, first))
-    if last < time_range.until:
-        ends.append(TimeRange(last, time_range.until))
-    return (TimeRange(first, last) if first < last else None), ends
+    windows is ``[08:10, 09:55)`` and ``[08:07:37, 08:10)``, ``[09:55, 09:56:48)``.
+
+    As :meth:`TimeRange.split`, but a range across one window boundary with no whole
+    window in it is two partial windows, not one end: ``[08:07:37, 08:12:30)`` is
+    ``[08:07:37, 08:10)`` and ``[08:10, 08:12:30)``, each judged on its own."""
+    whole, ends = time_range.split(window)
+    boundary = ceil_to(time_range.since, window)
+    if whole is None and time_range.since < boundary < time_range.until:
+        ends = [TimeRange(time_range.since, boundary), TimeRange(boundary, time_range.until)]
+    return whole, ends
 
 
 def scoped_filters(slo: SLO, filters: Mapping[str, FilterValue] | None) -> dict[str, FilterValue]:
