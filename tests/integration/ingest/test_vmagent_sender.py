@@ -68,8 +68,12 @@ scrape_configs:
 
 def exported(base: str, start: float, end: float) -> dict[tuple, float]:
     urllib.request.urlopen(f"{base}/internal/force_flush", timeout=10).close()
+    # The bounds in whole milliseconds, truncated as warehouse_samples truncates them:
+    # "%.3f" of the raw seconds rounds, and took in a scrape made within half a
+    # millisecond after ``end`` that the warehouse's bound left out.
+    since, until = int(start * 1000) / 1000, int(end * 1000) / 1000
     query = urllib.parse.urlencode(
-        {"match[]": '{__name__=~".+"}', "start": f"{start:.3f}", "end": f"{end:.3f}"}
+        {"match[]": '{__name__=~".+"}', "start": f"{since:.3f}", "end": f"{until:.3f}"}
     )
     samples = {}
     with urllib.request.urlopen(f"{base}/api/v1/export?{query}", timeout=30) as response:
