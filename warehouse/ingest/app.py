@@ -319,7 +319,7 @@ class Receiver:
             log.error("the store could not %s on %s: %s", what, path, exc)
             await respond(send, status, f"the store could not {what}: {exc}\n")
         finally:
-            self.metrics.http_requests.labels(endpoint, str(status)).inc()
+            self.metrics.labelled(self.metrics.http_requests, endpoint, str(status)).inc()
 
     async def _remote_read(self, scope: Scope, receive: Receive, send: Send) -> int:
         kind, _ = media_type(header(scope, "content-type"))
@@ -331,7 +331,7 @@ class Receiver:
         _require_snappy(scope, "remote read")
         tenant = self._required_tenant(scope)  # a read sees its tenant's series only
         body = await read_body(scope, receive, self.config.max_body_bytes)
-        self.metrics.bytes_received.labels(READ_PATH).inc(len(body))
+        self.metrics.labelled(self.metrics.bytes_received, READ_PATH).inc(len(body))
         payload = await asyncio.get_running_loop().run_in_executor(
             self._reads,
             remote_read.answer,
@@ -376,7 +376,7 @@ class Receiver:
             )
         _require_snappy(scope, "remote write")
         body = await read_body(scope, receive, self.config.max_body_bytes)
-        self.metrics.bytes_received.labels("/api/v1/write").inc(len(body))
+        self.metrics.labelled(self.metrics.bytes_received, "/api/v1/write").inc(len(body))
         tenant = self._tenant(scope)
         started = time.perf_counter()
         if proto == V1_PROTO and self._batched_v1:
@@ -386,7 +386,7 @@ class Receiver:
                 raw = _decompress(body)
             else:
                 raw = await asyncio.to_thread(_decompress, body)
-            self.metrics.decode_seconds.labels("/api/v1/write").observe(
+            self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/write").observe(
                 time.perf_counter() - started
             )
             self._refuse_while_sealing_behind(raw)
@@ -404,7 +404,7 @@ class Receiver:
             tables, (decoded, too_old, pivot) = await asyncio.to_thread(
                 lambda: self._decode(_decompress(body), decode, tenant)
             )
-            self.metrics.decode_seconds.labels("/api/v1/write").observe(
+            self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/write").observe(
                 time.perf_counter() - started
             )
             # Where the tables do not collapse repeated rows (DuckDB), the body's hash
@@ -573,19 +573,19 @@ class Receiver:
                 f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
             )
         body = await read_body(scope, receive, self.config.max_body_bytes)
-        self.metrics.bytes_received.labels("/api/v1/requests").inc(len(body))
+        self.metrics.labelled(self.metrics.bytes_received, "/api/v1/requests").inc(len(body))
         started = time.perf_counter()
         table = await asyncio.to_thread(_decode_events, body, encoding, decode)
         self.limits.check_requests(table)
         table = self._with_tenant(scope, table)
-        self.metrics.decode_seconds.labels("/api/v1/requests").observe(
+        self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/requests").observe(
             time.perf_counter() - started
         )
         # The same body retried (after a 5xx or a lost response) carries the same token,
         # and the store drops it: a retry changes no figure.
         token = _body_token(self._tenant(scope), body)
         await self.committer.submit({"requests": table}, dedup_token=token)
-        self.metrics.written.labels("requests").inc(table.num_rows)
+        self.metrics.labelled(self.metrics.written, "requests").inc(table.num_rows)
         await respond(
             send, 200, f'{{"accepted": {table.num_rows}}}\n', content_type="application/json"
         )
@@ -667,18 +667,18 @@ class Receiver:
         return table.set_column(index, table.schema.field("tenant"), column)
 
     def _count_written(self, decoded: remote_write.DecodedWrite) -> None:
-        self.metrics.written.labels("samples").inc(decoded.samples_written)
-        self.metrics.written.labels("histograms").inc(decoded.histograms_written)
-        self.metrics.written.labels("exemplars").inc(decoded.exemplars_written)
-        self.metrics.written.labels("series").inc(decoded.series.num_rows)
+        self.metrics.labelled(self.metrics.written, "samples").inc(decoded.samples_written)
+        self.metrics.labelled(self.metrics.written, "histograms").inc(decoded.histograms_written)
+        self.metrics.labelled(self.metrics.written, "exemplars").inc(decoded.exemplars_written)
+        self.metrics.labelled(self.metrics.written, "series").inc(decoded.series.num_rows)
 
     def _count_parts(self, pivot: Pivot, written_at: float) -> None:
         """Count a committed pivot; ``written_at`` is no later than its ``received``
         (with the write-ahead log, parts count as received when it inserts them)."""
         if len(pivot.rank) and self.wal is None:
             self._sealing.wrote(written_at)
-        self.metrics.written.labels("request_samples").inc(pivot.taken)
-        self.metrics.written.labels("request_parts").inc(len(pivot.rank))
+        self.metrics.labelled(self.metrics.written, "request_samples").inc(pivot.taken)
+        self.metrics.labelled(self.metrics.written, "request_parts").inc(len(pivot.rank))
         self.metrics.request_samples_dropped.inc(pivot.dropped)
 
     def _logged_writes_inserted(

@@ -69,10 +69,12 @@ async def respond(
     headers: Iterable[tuple[str, str]] = (),
     content_type: str = "text/plain; charset=utf-8",
 ) -> None:
+    """Send a whole response. A 204 carries no Content-Length (RFC 9110, 8.6)."""
     payload = body.encode() if isinstance(body, str) else body
     raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     if payload:
         raw.append((b"content-type", content_type.encode()))
-    raw.append((b"content-length", str(len(payload)).encode()))
+    if status != 204:
+        raw.append((b"content-length", str(len(payload)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": payload})

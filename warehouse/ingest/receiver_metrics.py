@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 from warehouse.ingest.batcher import FlushStats
 
@@ -17,6 +18,7 @@ class ReceiverMetrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
         self.http_requests = Counter(
             "llmwh_receiver_http_requests",
             "HTTP requests by endpoint and status code",
@@ -94,10 +96,19 @@ class ReceiverMetrics:
             "llmwh_receiver_buffer_limit_bytes", "Byte bound of the ingest buffer", registry=r
         )
 
+    def labelled(self, metric: MetricWrapperBase, *values: str) -> MetricWrapperBase:
+        """``metric.labels(*values)``, looked up once: ``labels()`` validates its
+        arguments and takes a lock on every call, a cost every write paid several times."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def observe_flush(self, stats: FlushStats) -> None:
         self.flush_seconds.observe(stats.seconds)
         self.flush_writes.observe(stats.writes)
-        self.flushes.labels("error" if stats.failed else "ok").inc()
+        self.labelled(self.flushes, "error" if stats.failed else "ok").inc()
 
     def observe_wal_insert(self, rows: int, seconds: float) -> None:
         self.wal_insert_seconds.observe(seconds)

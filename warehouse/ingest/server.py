@@ -44,6 +44,9 @@ def run_receiver(
             lifespan="on",
             log_level="warning",
             access_log=False,
+            # The receiver reads no client address; uvicorn's middleware that rewrites
+            # it from X-Forwarded-For would only cost every write a call.
+            proxy_headers=False,
         )
     )
     died: list[str] = []

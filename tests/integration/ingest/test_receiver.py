@@ -80,6 +80,7 @@ def test_v1_write_is_committed_before_204(client, migrated):
         "/api/v1/write", v1_body(), content_type=V1_TYPE, content_encoding="snappy"
     )
     assert response.status == 204 and response.body == b""
+    assert "content-length" not in response.headers  # RFC 9110, 8.6: none on a 204
     assert samples_in(migrated) == 12
     assert count(migrated, f"SELECT count(DISTINCT id) FROM {migrated.database}.series") == 3
     assert count(migrated, f"SELECT count(*) FROM {migrated.database}.metric_metadata") == 1
