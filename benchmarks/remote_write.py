@@ -17,20 +17,20 @@ any timing starts, for two workloads:
 
 Each receiver starts fresh in a temporary directory, on 127.0.0.1 only: ``llmwh serve``
 on the embedded ClickHouse, ``prometheus --web.enable-remote-write-receiver`` and
-``victoria-metrics``. Connections are threads with keep-alive ``http.client``
-connections sending at full speed until ``--seconds`` pass or the bodies run out (no
-body is sent twice). Only 2xx responses count as accepted samples. For llmwh the
-script then checks that the store holds exactly the acknowledged samples: in
-``samples``, or (per-request metrics) as the values of ``request_parts`` rows.
+``victoria-metrics``. Connections are threads with keep-alive HTTP/1.1
+connections (a lean client of this script's own) sending at full speed until
+``--seconds`` pass or the bodies run out (no body is sent twice). Only 2xx responses
+count as accepted samples. For llmwh the script then checks that the store holds
+exactly the acknowledged samples: in ``samples``, or (per-request metrics) as the
+values of ``request_parts`` rows.
 The ``cores`` column is the CPU each receiver used while sending (for llmwh: the
 receiver process + its embedded ClickHouse), which shows whether a receiver was bound
-by CPU or by latency.
+by CPU or by latency; ``sender`` is what this script itself used.
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import pickle
@@ -389,28 +389,90 @@ def _stored_samples(root: Path) -> int:
 _TALLY_LOCK = threading.Lock()
 
 
+class _Connection:
+    """Keep-alive HTTP/1.1 POSTs on a plain socket: the load generator's client.
+
+    ``http.client`` parses every response's headers with the ``email`` package; at
+    thousands of writes a second that took the sending script about a third of this
+    2-core machine, CPU the receivers under test then lacked (docs/benchmarks.md). This
+    client sends the same request bytes and reads a response only as far as it must:
+    the status line, the headers, and a body by Content-Length or chunks.
+    """
+
+    def __init__(self, port: int, path: str, headers: dict[str, str]):
+        self.port = port
+        self.head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        ).encode()
+        self.sock: socket.socket | None = None
+        self.pending = b""
+
+    def post(self, body: bytes) -> tuple[int, dict[str, str]]:
+        """Send ``body``; the response's status and headers (names in lower case)."""
+        if self.sock is None:
+            self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=60)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.pending = b""
+        self.sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self.head, len(body), body))
+        data = self.pending
+        while (end := data.find(b"\r\n\r\n")) < 0:
+            data += self._recv()
+        lines = data[:end].decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        fields = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+        rest = data[end + 4 :]
+        if status == 204 or status == 304 or status < 200:
+            length = 0
+        elif "content-length" in fields:
+            length = int(fields["content-length"])
+        elif fields.get("transfer-encoding", "").lower() == "chunked":
+            while not rest.endswith(b"0\r\n\r\n"):  # a receiver's short error text
+                rest += self._recv()
+            length = len(rest)
+        else:
+            raise ConnectionError(f"a {status} response without a length")
+        while len(rest) < length:
+            rest += self._recv()
+        self.pending = rest[length:]
+        if fields.get("connection", "").lower() == "close":
+            self.close()
+        return status, fields
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the receiver closed the connection")
+        return chunk
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
 def _send_lane(port: int, lane: list[bytes], deadline: float, tally: Counter) -> None:
     """Send the lane's bodies in order on one keep-alive connection until the deadline;
     a body refused with 429 is sent again after its Retry-After."""
     statuses: Counter = Counter()
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection = _Connection(port, "/api/v1/write", HEADERS)
     try:
         for body in lane:
             while time.monotonic() < deadline:
                 try:
-                    connection.request("POST", "/api/v1/write", body=body, headers=HEADERS)
-                    response = connection.getresponse()
-                    response.read()
-                except (OSError, http.client.HTTPException) as exc:
+                    status, fields = connection.post(body)
+                except OSError as exc:
                     statuses[f"error: {type(exc).__name__}"] += 1
                     connection.close()
-                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                     break
-                statuses[response.status] += 1
-                if response.status != 429:
+                statuses[status] += 1
+                if status != 429:
                     break
                 # As Prometheus does (retry_on_http_429): the same body after Retry-After.
-                time.sleep(float(response.getheader("retry-after") or 1))
+                time.sleep(float(fields.get("retry-after") or 1))
             else:
                 break
     finally:
@@ -440,7 +502,9 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
         try:
             receiver.start()
             before = _cpu_seconds(receiver.process.pid)
+            sender_before = _own_cpu_seconds()
             tally, elapsed = _replay(receiver.port, lanes, seconds)
+            sender_cores = (_own_cpu_seconds() - sender_before) / elapsed
             if name == "llmwh-wal":  # its CPU includes inserting what it acknowledged
                 _wait_wal_inserted(receiver.port)
             after = _cpu_seconds(receiver.process.pid)
@@ -457,6 +521,8 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
                 # started (llmwh's embedded ClickHouse).
                 "cores": round((after[0] - before[0]) / elapsed, 2),
                 "child_cores": round((after[1] - before[1]) / elapsed, 2),
+                # This script's own CPU: on a small machine, taken from the receiver.
+                "sender_cores": round(sender_cores, 2),
                 "cpu_s_per_million": round(
                     (after[0] - before[0] + after[1] - before[1])
                     / max(ok, 1)
@@ -505,6 +571,12 @@ def _cpu_seconds(pid: int) -> tuple[float, float]:
     return own, children
 
 
+def _own_cpu_seconds() -> float:
+    """CPU seconds (user + system) this process has used so far, every thread."""
+    times = os.times()
+    return times.user + times.system
+
+
 def _is_2xx(status: int | str) -> bool:
     return isinstance(status, int) and 200 <= status < 300
 
@@ -519,7 +591,8 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
     )
     header = (
         f"{'workload':<9} {'conns':>5} {'receiver':<17} {'samples/s':>10} {'accepted':>11} "
-        f"{'seconds':>8} {'non-2xx':>8} {'cores':>11} {'CPU-s/M':>8}  {'llmwh stored'}"
+        f"{'seconds':>8} {'non-2xx':>8} {'cores':>11} {'CPU-s/M':>8} {'sender':>6}  "
+        "llmwh stored"
     )
     print(header)
     print("-" * len(header))
@@ -536,7 +609,8 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
         print(
             f"{r['workload']:<9} {r['connections']:>5} {r['receiver']:<17} "
             f"{r['samples_per_s']:>10,} {r['accepted_samples']:>11,} {r['seconds']:>8.2f} "
-            f"{sum(r['non_2xx'].values()):>8} {cores:>11} {r['cpu_s_per_million']:>8}  {check}"
+            f"{sum(r['non_2xx'].values()):>8} {cores:>11} {r['cpu_s_per_million']:>8} "
+            f"{r['sender_cores']:>6.2f}  {check}"
         )
     runs = dict.fromkeys((r["workload"], r["connections"]) for r in results)
     for workload, connections in runs:
@@ -554,6 +628,7 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
                     )
     print("cores: CPU used while sending, receiver process + the processes it started")
     print("CPU-s/M: CPU seconds (all of a receiver's processes) per million samples accepted")
+    print("sender: cores this script used sending (taken from the receiver's two)")
     print("llmwh-wal: llmwh serve --wal (acknowledged once on its disk); its CPU includes")
     print("  inserting every acknowledged write after the sending ended")
     for r in results:
