@@ -393,10 +393,11 @@ class _Connection:
     """Keep-alive HTTP/1.1 POSTs on a plain socket: the load generator's client.
 
     ``http.client`` parses every response's headers with the ``email`` package; at
-    thousands of writes a second that took the sending script about a third of this
-    2-core machine, CPU the receivers under test then lacked (docs/benchmarks.md). This
-    client sends the same request bytes and reads a response only as far as it must:
-    the status line, the headers, and a body by Content-Length or chunks.
+    2,000 writes a second that took the sending script 0.33 cores of this 2-core
+    machine, three times what this client takes, CPU the receivers under test then
+    lacked (docs/benchmarks.md). This client sends the same request bytes and reads a
+    response only as far as it must: the status line, the headers, and a body by
+    Content-Length or chunks.
     """
 
     def __init__(self, port: int, path: str, headers: dict[str, str]):
