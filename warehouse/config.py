@@ -95,6 +95,9 @@ class Config:
     is not merged into its request."""
     metric_mapping: str | None = None
     """TOML file mapping per-request metric names to `requests` columns (default built in)."""
+    span_mapping: str | None = None
+    """TOML file mapping OpenTelemetry span attributes to `requests` columns (default
+    built in)."""
     request_samples_as_series: bool = False
     """Also store each per-request metric sample as a Prometheus series and sample (three
     rows a sample instead of a share of one row a request)."""

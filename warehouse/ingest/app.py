@@ -4,6 +4,7 @@
 ``POST /api/v1/write``      Prometheus remote write 1.0 and 2.0 (by Content-Type)
 ``POST /api/v1/requests``   per-request events: NDJSON or an Arrow IPC stream
 ``POST /api/v1/read``       Prometheus remote read (``SAMPLES`` responses)
+``POST /v1/traces``         OTLP/HTTP spans; those of LLM requests become requests
 ``GET /``                   the live overview page (HTML); ``GET /report`` the SLA report
 ``GET /metrics``            the receiver's own metrics
 ``GET /healthz``            the process is up
@@ -23,6 +24,7 @@ import gzip
 import hashlib
 import logging
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
@@ -33,6 +35,10 @@ from urllib.parse import parse_qs
 import cramjam
 import pyarrow as pa
 import pyarrow.compute as pc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -43,6 +49,7 @@ from warehouse.errors import (
     ConfigError,
     IngestError,
     InvalidArgument,
+    PayloadTooLarge,
     QueryError,
     SealingBehind,
     StoreError,
@@ -56,6 +63,9 @@ from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import load_mapping
+from warehouse.ingest.otlp import wire as otlp_wire
+from warehouse.ingest.otlp.span_mapping import load_span_mapping
+from warehouse.ingest.otlp.spans import spans_to_requests
 from warehouse.ingest.receiver_metrics import ReceiverMetrics
 from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
@@ -76,6 +86,7 @@ __all__ = ["Receiver"]
 log = logging.getLogger("llmwh.receiver")
 
 READ_PATH = "/api/v1/read"
+OTLP_TRACES_PATH = "/v1/traces"
 READ_CONCURRENCY = 2
 """Reads answered at once; more wait their turn (Prometheus's default limit is 10)."""
 V1_PROTO = "prometheus.WriteRequest"
@@ -99,6 +110,7 @@ class Receiver:
         self.metrics = ReceiverMetrics()
         self.metrics.buffer_limit_bytes.set(self.config.buffer_bytes)
         self.mapping = load_mapping(self.config.metric_mapping)
+        self.span_mapping = load_span_mapping(self.config.span_mapping)
         self.limits = WriteLimits.from_config(self.config)
         self.new_series = None
         if self.config.max_new_series_per_minute:
@@ -153,6 +165,7 @@ class Receiver:
         self._routes: dict[tuple[str, str], Callable] = {
             ("POST", "/api/v1/write"): self._remote_write,
             ("POST", "/api/v1/requests"): self._events,
+            ("POST", OTLP_TRACES_PATH): self._otlp_traces,
             ("POST", READ_PATH): self._remote_read,
             ("GET", "/"): self._overview,
             ("GET", "/report"): self._report,
@@ -291,7 +304,7 @@ class Receiver:
         writes = method == "POST" and path != READ_PATH
         try:
             # Health and readiness stay open for load balancers: they tell nothing else.
-            guarded = path.startswith("/api/") or path in ("/metrics", "/", "/report")
+            guarded = path.startswith(("/api/", "/v1/")) or path in ("/metrics", "/", "/report")
             if guarded and not self._authorized(scope):
                 status = 401
                 await respond(
@@ -591,6 +604,55 @@ class Receiver:
         )
         return 200
 
+    async def _otlp_traces(self, scope: Scope, receive: Receive, send: Send) -> int:
+        """OTLP/HTTP spans (docs/otlp.md): each LLM-request span becomes a request."""
+        kind, _ = media_type(header(scope, "content-type"))
+        if kind not in (otlp_wire.PROTOBUF, otlp_wire.JSON):
+            raise UnsupportedMediaType(
+                f"unsupported Content-Type {kind or '(none)'!r}: OTLP/HTTP takes "
+                f"{otlp_wire.PROTOBUF} or {otlp_wire.JSON}"
+            )
+        encoding = (header(scope, "content-encoding") or "identity").strip().lower()
+        if encoding not in ("identity", "gzip"):
+            raise UnsupportedMediaType(
+                f"unsupported Content-Encoding {encoding!r}: OTLP/HTTP takes gzip or none"
+            )
+        body = await read_body(scope, receive, self.config.max_body_bytes)
+        self.metrics.labelled(self.metrics.bytes_received, OTLP_TRACES_PATH).inc(len(body))
+        started = time.perf_counter()
+        try:
+            found = await asyncio.to_thread(self._decode_spans, body, encoding, kind)
+            table = found.table
+            if table is not None:
+                self.limits.check_requests(table)
+                table = self._with_tenant(scope, table)
+        except IngestError as exc:
+            if exc.http_status != 400:
+                raise
+            await respond(send, 400, otlp_wire.status(str(exc), kind), content_type=kind)
+            return 400
+        self.metrics.labelled(self.metrics.decode_seconds, OTLP_TRACES_PATH).observe(
+            time.perf_counter() - started
+        )
+        if table is not None:
+            # A retried export is the same body: its token makes the store drop it.
+            token = _body_token(self._tenant(scope), body)
+            await self.committer.submit({"requests": table}, dedup_token=token)
+            self.metrics.labelled(self.metrics.written, "requests").inc(table.num_rows)
+        self.metrics.labelled(self.metrics.spans_left_out, "skipped").inc(found.skipped)
+        self.metrics.labelled(self.metrics.spans_left_out, "rejected").inc(found.rejected)
+        answer = ExportTraceServiceResponse()
+        if found.rejected:
+            answer.partial_success.rejected_spans = found.rejected
+            answer.partial_success.error_message = "; ".join(found.reasons)
+        await respond(send, 200, otlp_wire.encode(answer, kind), content_type=kind)
+        return 200
+
+    def _decode_spans(self, body: bytes, encoding: str, kind: str):
+        raw = _gunzip(body, self.config.max_body_bytes) if encoding == "gzip" else body
+        request = otlp_wire.decode(raw, kind, ExportTraceServiceRequest)
+        return spans_to_requests(request, self.span_mapping)
+
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> int:
         self.metrics.buffer_bytes.set(self.committer.buffered_bytes)
         await respond(
@@ -730,6 +792,20 @@ _EVENT_DECOMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "gzip": gzip.decompress,
     "zstd": lambda body: bytes(cramjam.zstd.decompress(body)),
 }
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    """A gzip body inflated, refused (413) once it inflates past ``limit`` bytes."""
+    inflate = zlib.decompressobj(wbits=31)
+    try:
+        raw = inflate.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise IngestError(f"body is not valid gzip: {exc}") from None
+    if len(raw) > limit:
+        raise PayloadTooLarge(f"body inflates past the {limit:,}-byte limit")
+    if not inflate.eof:
+        raise IngestError("body is not valid gzip: it ends before its end")
+    return raw
 
 
 def _decode_events(body: bytes, encoding: str, decode: Callable[[bytes], pa.Table]) -> pa.Table:

@@ -67,12 +67,15 @@ async def respond(
     status: int,
     body: bytes | str = b"",
     headers: Iterable[tuple[str, str]] = (),
-    content_type: str = "text/plain; charset=utf-8",
+    content_type: str | None = None,
 ) -> None:
-    """Send a whole response. A 204 carries no Content-Length (RFC 9110, 8.6)."""
+    """Send a whole response. A body without ``content_type`` is plain text; a 204
+    carries no Content-Length (RFC 9110, 8.6)."""
     payload = body.encode() if isinstance(body, str) else body
     raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-    if payload:
+    if content_type is None and payload:
+        content_type = "text/plain; charset=utf-8"
+    if content_type is not None:  # an empty protobuf message is a body too (OTLP)
         raw.append((b"content-type", content_type.encode()))
     if status != 204:
         raw.append((b"content-length", str(len(payload)).encode()))

@@ -44,6 +44,13 @@ class ReceiverMetrics:
             "markers are; infinite; negative; too large for their column): not stored",
             registry=r,
         )
+        self.spans_left_out = Counter(
+            "llmwh_receiver_otlp_spans_left_out",
+            "OTLP spans not written as requests, by reason (skipped: not an LLM request; "
+            "rejected: an LLM request that could not be taken, reported to the sender)",
+            ["reason"],
+            registry=r,
+        )
         self.decode_seconds = Histogram(
             "llmwh_receiver_decode_seconds",
             "Time to decompress, decode, validate and map a body",
