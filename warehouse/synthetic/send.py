@@ -1,4 +1,5 @@
-"""Send requests to a receiver, paced: per-request events (Arrow IPC) or remote write.
+"""Send requests to a receiver, paced: per-request events (Arrow IPC), remote write, or
+OTLP/HTTP spans.
 
 A write the receiver refuses for its content (4xx other than 429) stops the sender with
 the receiver's message; 429 and 5xx answers and lost connections are retried with
@@ -17,11 +18,13 @@ import pyarrow as pa
 
 from warehouse.errors import ConfigError, WarehouseError
 from warehouse.synthetic.samples import remote_write_body
+from warehouse.synthetic.spans import otlp_traces_body
 
 __all__ = ["ENDPOINTS", "SendError", "Sender"]
 
-ENDPOINTS = {"events": "/api/v1/requests", "remote-write": "/api/v1/write"}
-_ROWS_PER_WRITE = {"events": 5_000, "remote-write": 200}
+ENDPOINTS = {"events": "/api/v1/requests", "remote-write": "/api/v1/write", "otlp": "/v1/traces"}
+# otlp: the OpenTelemetry SDK's batch span processor exports 512 spans at most.
+_ROWS_PER_WRITE = {"events": 5_000, "remote-write": 200, "otlp": 512}
 _RETRIES = 8
 
 
@@ -107,6 +110,8 @@ class Sender:
                 "X-Prometheus-Remote-Write-Version": "0.1.0",
             }
             return remote_write_body(chunk), headers
+        if self.via == "otlp":
+            return otlp_traces_body(chunk), {"Content-Type": "application/x-protobuf"}
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, chunk.schema) as writer:
             writer.write_table(chunk)

@@ -1,7 +1,8 @@
 """Damaged real payloads at the receiver: never a crash or a 5xx, never a partial write.
 
 Each case starts from a real body (per-request samples as a gateway remote-writes them,
-a 2.0 write with histograms and exemplars, NDJSON and Arrow events) and damages it the
+a 2.0 write with histograms and exemplars, NDJSON and Arrow events, OTLP spans in
+protobuf and JSON) and damages it the
 ways networks and buggy senders do: flipped bits, cut short, bytes inserted or
 repeated, before or after compression. Whatever comes in, the answer is a 2xx with
 what decoded written, or a 4xx with a message and nothing written.
@@ -9,18 +10,23 @@ what decoded written, or a 4xx with a message and nothing written.
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import UTC, datetime, timedelta
 
 import cramjam
 import pyarrow as pa
 import pytest
+from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_receiver import V1_TYPE, V2_TYPE, count, v2_request
 
 from warehouse.ingest.events import encode_ndjson
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.samples import remote_write_body
+from warehouse.synthetic.spans import otlp_traces_body
 
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 REQUESTS = synthetic_requests(4, seed=3, start=START)
@@ -31,12 +37,20 @@ _sink = pa.BufferOutputStream()
 with pa.ipc.new_stream(_sink, REQUESTS.schema) as _writer:
     _writer.write_table(REQUESTS)
 ARROW = _sink.getvalue().to_pybytes()
+OTLP = otlp_traces_body(REQUESTS)
+_otlp = MessageToDict(ExportTraceServiceRequest.FromString(OTLP))
+for _span in (s for r in _otlp["resourceSpans"] for ss in r["scopeSpans"] for s in ss["spans"]):
+    for _key in ("traceId", "spanId"):  # OTLP JSON writes ids in hex
+        _span[_key] = base64.b64decode(_span[_key]).hex()
+OTLP_JSON = json.dumps(_otlp).encode()
 
 ENDPOINTS = {
     "v1": ("/api/v1/write", V1_TYPE, V1_RAW, True),
     "v2": ("/api/v1/write", V2_TYPE, V2_RAW, True),
     "ndjson": ("/api/v1/requests", "application/x-ndjson", NDJSON, False),
     "arrow": ("/api/v1/requests", "application/vnd.apache.arrow.stream", ARROW, False),
+    "otlp": ("/v1/traces", "application/x-protobuf", OTLP, False),
+    "otlp-json": ("/v1/traces", "application/json", OTLP_JSON, False),
 }
 
 
@@ -95,7 +109,7 @@ def test_damaged_payloads_are_a_4xx_with_a_message_or_written_whole(client, migr
         response = client.post(path, body, content_type=content_type)
         assert response.status < 500, response.text
         if response.status >= 400:
-            assert response.text.strip(), f"{response.status} without a message"
+            assert response.body.strip(), f"{response.status} without a message"
             assert table_counts(migrated) == before, response.text
 
     case()

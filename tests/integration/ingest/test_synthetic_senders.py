@@ -12,6 +12,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pyarrow.compute as pc
 import pytest
 from polling import poll_until
 from senders import free_port, wait_for
@@ -57,6 +58,31 @@ def test_remote_write_lands_every_user_request_as_parts(receiver):
     sender.close()
     # Parts are sealed into `requests` after seal_after_seconds; they are all there now.
     assert scalar(store_url, "SELECT uniqExact(request_id) FROM request_parts") == users
+
+
+def test_otlp_spans_land_every_user_request_with_the_mapped_columns(receiver):
+    base, store_url = receiver
+    table = synthetic_requests(3_000, seed=4, start=START)
+    sender = Sender(base, via="otlp")
+    sender.send([table])
+    sender.close()
+    mapped = [
+        "request_id", "tenant", "service", "model", "region", "zone", "node",
+        "request_type", "status", "error_class", "http_status", "finish_reason",
+        "prompt_tokens", "output_tokens", "cached_prompt_tokens", "ttft_ms", "e2e_ms",
+        "queue_ms",
+    ]  # fmt: skip
+    store = open_store(store_url)
+    try:
+        landed = store.query_arrow(
+            f"SELECT {', '.join(mapped)} FROM requests ORDER BY request_id"
+        ).to_pylist()
+    finally:
+        store.close()
+    users = table.filter(pc.invert(table.column("is_probe")))
+    sent = users.select(mapped).sort_by("request_id").to_pylist()
+    assert len(landed) == len(sent) == users.num_rows
+    assert landed == sent
 
 
 def test_a_refused_write_stops_the_sender_with_the_receivers_answer(receiver):

@@ -21,7 +21,7 @@ from warehouse.errors import IngestError
 from warehouse.ingest.events import decode_arrow_table
 from warehouse.ingest.metric_mapping import REJECTION_CLASSES
 from warehouse.ingest.otlp.span_mapping import Source, SpanMapping
-from warehouse.model import REQUESTS_SCHEMA
+from warehouse.model import ERROR_CLASSES, REQUESTS_SCHEMA
 
 __all__ = ["SpanRequests", "spans_to_requests"]
 
@@ -112,7 +112,7 @@ def _row(
         if not span.span_id:
             raise _Rejected("no request id attribute and no span id")
         row["request_id"] = span.span_id.hex()
-    if row.get("e2e_ms") is None and end >= start:
+    if row.get("e2e_ms") is None and end > start:  # a span of no duration measured none
         row["e2e_ms"] = (end - start) / 1e6
     row["status"], row["error_class"] = _outcome(span, own, row, mapping)
     kept = {"trace_id": span.trace_id.hex(), "span_id": span.span_id.hex()}
@@ -134,6 +134,8 @@ def _outcome(
     name = _text(error_type, 1.0) if error_type is not None else ""
     if name in mapping.error_types:
         error_class = mapping.error_types[name]
+    elif name in ERROR_CLASSES:  # already one of the taxonomy's names
+        error_class = name
     else:
         code = int(name) if name.isdigit() else row.get("http_status") or 0
         if code in _HTTP_CLASSES:
