@@ -302,15 +302,15 @@ class Receiver:
         endpoint = path
         status = 500
         writes = method == "POST" and path != READ_PATH
+        refuse = partial(self._refuse, scope, send)
         try:
             # Health and readiness stay open for load balancers: they tell nothing else.
             guarded = path.startswith(("/api/", "/v1/")) or path in ("/metrics", "/", "/report")
             if guarded and not self._authorized(scope):
                 status = 401
-                await respond(
-                    send,
+                await refuse(
                     401,
-                    "missing or wrong credentials\n",
+                    "missing or wrong credentials",
                     [("www-authenticate", challenge(self.config.auth_token))],
                 )
                 return
@@ -318,21 +318,34 @@ class Receiver:
                 status = await handler(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
-            await respond(send, status, f"{exc}\n", [("retry-after", str(exc.retry_after))])
+            await refuse(status, str(exc), [("retry-after", str(exc.retry_after))])
         except IngestError as exc:
             status = exc.http_status
-            await respond(send, status, f"{exc}\n")
+            await refuse(status, str(exc))
         except StoreUnavailable as exc:
             status = 503
             log.warning("store unavailable: %s", exc)
-            await respond(send, status, f"{exc}\n", [("retry-after", str(RETRY_AFTER_SECONDS))])
+            await refuse(status, str(exc), [("retry-after", str(RETRY_AFTER_SECONDS))])
         except StoreError as exc:
             status = 500
             what = "commit the write" if writes else "answer"
             log.error("the store could not %s on %s: %s", what, path, exc)
-            await respond(send, status, f"the store could not {what}: {exc}\n")
+            await refuse(status, f"the store could not {what}: {exc}")
         finally:
             self.metrics.labelled(self.metrics.http_requests, endpoint, str(status)).inc()
+
+    async def _refuse(
+        self, scope: Scope, send: Send, status: int, message: str, headers: list | None = None
+    ) -> None:
+        """An error answer: plain text, or on OTLP paths the ``google.rpc.Status`` the
+        OTLP specification asks for, in the request's encoding (protobuf when unknown)."""
+        if scope["path"] != OTLP_TRACES_PATH:
+            await respond(send, status, f"{message}\n", headers or ())
+            return
+        kind, _ = media_type(header(scope, "content-type"))
+        kind = kind if kind == otlp_wire.JSON else otlp_wire.PROTOBUF
+        body = otlp_wire.status(message, kind, status)
+        await respond(send, status, body, headers or (), content_type=kind)
 
     async def _remote_read(self, scope: Scope, receive: Receive, send: Send) -> int:
         kind, _ = media_type(header(scope, "content-type"))
@@ -620,17 +633,11 @@ class Receiver:
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.labelled(self.metrics.bytes_received, OTLP_TRACES_PATH).inc(len(body))
         started = time.perf_counter()
-        try:
-            found = await asyncio.to_thread(self._decode_spans, body, encoding, kind)
-            table = found.table
-            if table is not None:
-                self.limits.check_requests(table)
-                table = self._with_tenant(scope, table)
-        except IngestError as exc:
-            if exc.http_status != 400:
-                raise
-            await respond(send, 400, otlp_wire.status(str(exc), kind), content_type=kind)
-            return 400
+        found = await asyncio.to_thread(self._decode_spans, body, encoding, kind)
+        table = found.table
+        if table is not None:
+            self.limits.check_requests(table)
+            table = self._with_tenant(scope, table)
         self.metrics.labelled(self.metrics.decode_seconds, OTLP_TRACES_PATH).observe(
             time.perf_counter() - started
         )

@@ -151,10 +151,15 @@ def test_an_undecodable_export_is_400_with_a_status_and_writes_nothing(
     )
 
 
-def test_other_media_types_and_encodings_are_415(refusing_client):
-    assert refusing_client.post("/v1/traces", b"x", content_type="text/plain").status == 415
-    refused = refusing_client.post("/v1/traces", b"x", content_type=PROTOBUF, content_encoding="br")
-    assert refused.status == 415 and "gzip" in refused.text
+def test_other_media_types_and_encodings_are_415_with_a_status(refusing_client):
+    refused = refusing_client.post("/v1/traces", b"x", content_type="text/plain")
+    assert refused.status == 415 and refused.headers["content-type"] == PROTOBUF
+    assert "application/json" in RpcStatus.FromString(refused.body).message
+    refused = refusing_client.post(
+        "/v1/traces", b"x", content_type="application/json", content_encoding="br"
+    )
+    assert refused.status == 415 and refused.headers["content-type"] == "application/json"
+    assert "gzip" in json.loads(refused.body)["message"]
 
 
 def test_a_body_that_inflates_past_the_limit_is_413(make_client):
@@ -162,11 +167,24 @@ def test_a_body_that_inflates_past_the_limit_is_413(make_client):
     bomb = gzip.compress(b"\0" * 1_000_000)
     response = client.post("/v1/traces", bomb, content_type=PROTOBUF, content_encoding="gzip")
     assert response.status == 413
+    assert "100,000-byte limit" in RpcStatus.FromString(response.body).message
+
+
+def test_a_full_buffer_is_429_with_retry_after_and_a_status(client):
+    client.app.committer.buffered_bytes = client.app.committer.max_buffer_bytes  # saturated
+    try:
+        response = client.post("/v1/traces", export(vllm_span(1)), content_type=PROTOBUF)
+    finally:
+        client.app.committer.buffered_bytes = 0
+    assert response.status == 429 and response.headers["retry-after"].isdigit()
+    assert RpcStatus.FromString(response.body).code == 8  # RESOURCE_EXHAUSTED
 
 
 def test_with_a_token_configured_exports_need_it(make_client):
     client = make_client(auth_token="s3cret")
     body = export(vllm_span(1))
-    assert client.post("/v1/traces", body, content_type=PROTOBUF).status == 401
+    refused = client.post("/v1/traces", body, content_type=PROTOBUF)
+    assert refused.status == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+    assert RpcStatus.FromString(refused.body).code == 16  # UNAUTHENTICATED
     accepted = client.post("/v1/traces", body, content_type=PROTOBUF, authorization="Bearer s3cret")
     assert accepted.status == 200

@@ -22,8 +22,10 @@ __all__ = ["JSON", "PROTOBUF", "decode", "encode", "status"]
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _ID_KEYS = {"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"}
-_INVALID_ARGUMENT = 3
-"""``google.rpc.Code.INVALID_ARGUMENT``, the code of a 400 (the OTLP spec)."""
+_INVALID_ARGUMENT, _INTERNAL = 3, 13
+_GRPC_CODES = {401: 16, 403: 7, 429: 8, 503: 14}
+"""HTTP status -> ``google.rpc.Code``: UNAUTHENTICATED, PERMISSION_DENIED,
+RESOURCE_EXHAUSTED, UNAVAILABLE; other 4xx are INVALID_ARGUMENT, other 5xx INTERNAL."""
 
 M = TypeVar("M", bound=Message)
 
@@ -59,9 +61,11 @@ def encode(message: Message, media_type: str) -> bytes:
     return json_format.MessageToJson(message, indent=None).encode()
 
 
-def status(message: str, media_type: str) -> bytes:
-    """The body of a 400: a ``google.rpc.Status`` with INVALID_ARGUMENT and ``message``."""
-    return encode(Status(code=_INVALID_ARGUMENT, message=message), media_type)
+def status(message: str, media_type: str, http_status: int = 400) -> bytes:
+    """The body of an error answer: a ``google.rpc.Status`` with ``message`` and the
+    gRPC code the OTLP specification pairs with ``http_status``."""
+    code = _GRPC_CODES.get(http_status, _INVALID_ARGUMENT if http_status < 500 else _INTERNAL)
+    return encode(Status(code=code, message=message), media_type)
 
 
 def _base64_ids(node: object) -> object:
