@@ -431,9 +431,8 @@ class _Connection:
         elif "content-length" in fields:
             length = int(fields["content-length"])
         elif fields.get("transfer-encoding", "").lower() == "chunked":
-            while not rest.endswith(b"0\r\n\r\n"):  # a receiver's short error text
-                rest += self._recv()
-            length = len(rest)
+            length = self._chunked_length(rest)
+            rest = self.pending  # _chunked_length read on from ``rest`` into it
         else:
             raise ConnectionError(f"a {status} response without a length")
         while len(rest) < length:
@@ -442,6 +441,27 @@ class _Connection:
         if fields.get("connection", "").lower() == "close":
             self.close()
         return status, fields
+
+    def _chunked_length(self, data: bytes) -> int:
+        """Read a chunked body (RFC 9112, 7.1) whose bytes start ``data``; leaves every
+        byte read in ``self.pending`` and returns the body's length there."""
+        at = 0
+        while True:
+            while (eol := data.find(b"\r\n", at)) < 0:
+                data += self._recv()
+            size = int(data[at:eol].split(b";")[0], 16)
+            at = eol + 2
+            if size == 0:  # trailer fields, then an empty line
+                while (end := data.find(b"\r\n", at)) != at:
+                    if end < 0:
+                        data += self._recv()
+                    else:
+                        at = end + 2
+                self.pending = data
+                return at + 2
+            while len(data) < at + size + 2:
+                data += self._recv()
+            at += size + 2
 
     def _recv(self) -> bytes:
         chunk = self.sock.recv(65536)
@@ -465,7 +485,7 @@ def _send_lane(port: int, lane: list[bytes], deadline: float, tally: Counter) ->
             while time.monotonic() < deadline:
                 try:
                     status, fields = connection.post(body)
-                except OSError as exc:
+                except (OSError, ValueError, IndexError) as exc:  # IndexError: a bad answer
                     statuses[f"error: {type(exc).__name__}"] += 1
                     connection.close()
                     break
@@ -478,8 +498,8 @@ def _send_lane(port: int, lane: list[bytes], deadline: float, tally: Counter) ->
                 break
     finally:
         connection.close()
-    with _TALLY_LOCK:
-        tally.update(statuses)
+        with _TALLY_LOCK:
+            tally.update(statuses)
 
 
 def _replay(port: int, lanes: list[list[bytes]], seconds: float) -> tuple[Counter, float]:

@@ -327,10 +327,15 @@ class Receiver:
             log.warning("store unavailable: %s", exc)
             await refuse(status, str(exc), [("retry-after", str(RETRY_AFTER_SECONDS))])
         except StoreError as exc:
-            status = 500
             what = "commit the write" if writes else "answer"
             log.error("the store could not %s on %s: %s", what, path, exc)
-            await refuse(status, f"the store could not {what}: {exc}")
+            if path == OTLP_TRACES_PATH:  # OTLP senders retry 503, never 500
+                status = 503
+                retry = [("retry-after", str(RETRY_AFTER_SECONDS))]
+                await refuse(status, f"the store could not {what}: {exc}", retry)
+            else:
+                status = 500
+                await refuse(status, f"the store could not {what}: {exc}")
         finally:
             self.metrics.labelled(self.metrics.http_requests, endpoint, str(status)).inc()
 
@@ -636,7 +641,6 @@ class Receiver:
         found = await asyncio.to_thread(self._decode_spans, body, encoding, kind)
         table = found.table
         if table is not None:
-            self.limits.check_requests(table)
             table = self._with_tenant(scope, table)
         self.metrics.labelled(self.metrics.decode_seconds, OTLP_TRACES_PATH).observe(
             time.perf_counter() - started
@@ -658,7 +662,7 @@ class Receiver:
     def _decode_spans(self, body: bytes, encoding: str, kind: str):
         raw = _gunzip(body, self.config.max_body_bytes) if encoding == "gzip" else body
         request = otlp_wire.decode(raw, kind, ExportTraceServiceRequest)
-        return spans_to_requests(request, self.span_mapping)
+        return spans_to_requests(request, self.span_mapping, self.limits.check_requests)
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> int:
         self.metrics.buffer_bytes.set(self.committer.buffered_bytes)
@@ -802,17 +806,23 @@ _EVENT_DECOMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
 
 
 def _gunzip(body: bytes, limit: int) -> bytes:
-    """A gzip body inflated, refused (413) once it inflates past ``limit`` bytes."""
-    inflate = zlib.decompressobj(wbits=31)
-    try:
-        raw = inflate.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise IngestError(f"body is not valid gzip: {exc}") from None
-    if len(raw) > limit:
-        raise PayloadTooLarge(f"body inflates past the {limit:,}-byte limit")
-    if not inflate.eof:
-        raise IngestError("body is not valid gzip: it ends before its end")
-    return raw
+    """A gzip body inflated, every member of it (RFC 1952); refused (413) once it
+    inflates past ``limit`` bytes."""
+    pieces, size, rest = [], 0, body
+    while rest:
+        inflate = zlib.decompressobj(wbits=31)
+        try:
+            piece = inflate.decompress(rest, limit + 1 - size)
+        except zlib.error as exc:
+            raise IngestError(f"body is not valid gzip: {exc}") from None
+        size += len(piece)
+        if size > limit:
+            raise PayloadTooLarge(f"body inflates past the {limit:,}-byte limit")
+        if not inflate.eof:
+            raise IngestError("body is not valid gzip: a member is cut short")
+        pieces.append(piece)
+        rest = inflate.unused_data
+    return b"".join(pieces)
 
 
 def _decode_events(body: bytes, encoding: str, decode: Callable[[bytes], pa.Table]) -> pa.Table:

@@ -16,6 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from warehouse.errors import StoreError
+
 PROTOBUF = "application/x-protobuf"
 START_NS = (int(time.time()) - 3600) * 10**9  # recent: older rows fall to the TTL
 
@@ -117,6 +119,49 @@ def test_spans_that_cannot_be_taken_are_a_partial_success(client, migrated):
     metrics = client.get("/metrics").text
     assert 'llmwh_receiver_otlp_spans_left_out_total{reason="skipped"} 1.0' in metrics
     assert 'llmwh_receiver_otlp_spans_left_out_total{reason="rejected"} 1.0' in metrics
+
+
+def test_a_span_over_a_label_limit_is_rejected_alone(make_client, migrated):
+    client = make_client(max_label_value_bytes=64)
+    long_model = vllm_span(2, **{"gen_ai.response.model": "m" * 100})
+    response = client.post("/v1/traces", export(vllm_span(1), long_model), content_type=PROTOBUF)
+    assert response.status == 200
+    partial = ExportTraceServiceResponse.FromString(response.body).partial_success
+    assert partial.rejected_spans == 1
+    assert "span 0000000000000002: field model: a label value of 100 bytes" in partial.error_message
+    assert [r["request_id"] for r in requests_in(migrated)] == ["req-1"]
+
+
+def test_every_member_of_a_gzip_body_is_read_and_trailing_bytes_refused(client, migrated):
+    body = gzip.compress(export(vllm_span(1))) + gzip.compress(export(vllm_span(2)))
+    response = client.post("/v1/traces", body, content_type=PROTOBUF, content_encoding="gzip")
+    assert response.status == 200
+    assert [r["request_id"] for r in requests_in(migrated)] == ["req-1", "req-2"]
+    garbage = gzip.compress(export(vllm_span(3))) + b"garbage"
+    refused = client.post("/v1/traces", garbage, content_type=PROTOBUF, content_encoding="gzip")
+    assert refused.status == 400
+    assert "not valid gzip" in RpcStatus.FromString(refused.body).message
+
+
+class FailingInserts:
+    """A real store whose inserts fail as ClickHouse's do under a transient overload."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def insert_arrow(self, *args, **kwargs):
+        raise StoreError("ClickHouse error 252 (TOO_MANY_PARTS): too many parts (simulated)")
+
+
+def test_a_failed_commit_is_503_with_retry_after_which_otlp_senders_retry(migrated, client_for):
+    client = client_for(FailingInserts(migrated))
+    response = client.post("/v1/traces", export(vllm_span(1)), content_type=PROTOBUF)
+    assert response.status == 503 and response.headers["retry-after"].isdigit()
+    assert "TOO_MANY_PARTS" in RpcStatus.FromString(response.body).message
+    assert requests_in(migrated) == []
 
 
 def test_a_retried_export_changes_no_figure(client, migrated):

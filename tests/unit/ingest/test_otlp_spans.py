@@ -142,6 +142,13 @@ def test_a_failed_span_gets_a_status_and_an_error_class(
     assert (row["status"], row["error_class"]) == (status, error_class)
 
 
+@pytest.mark.parametrize("error_type", ["²", "9" * 5_000, "٤٢٩"])
+def test_an_error_type_of_odd_digits_is_a_server_error_not_a_crash(error_type):
+    attributes = {"gen_ai.operation.name": "chat", "error.type": error_type}
+    (row,) = rows(export(span(12, attributes, status=Status.STATUS_CODE_ERROR)))
+    assert (row["status"], row["error_class"]) == ("error", "server_error")
+
+
 def test_spans_that_are_not_llm_requests_are_skipped_and_counted():
     found = spans_to_requests(export(span(6, {"db.system": "redis"}), span(7, VLLM)), MAPPING)
     assert found.skipped == 1 and found.rejected == 0 and found.table.num_rows == 1
@@ -214,6 +221,13 @@ def test_otlp_json_carries_hex_ids_and_numbers_as_strings():
         ),
         (b'{"resourceSpans": 3}', wire.JSON, "in OTLP JSON"),
         (b"[" * 100_000, wire.JSON, "nested too deeply"),
+        (b"[]", wire.JSON, "not an object"),
+        (b'"resourceSpans"', wire.JSON, "not an object"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "ee e1"}]}]}]}',
+            wire.JSON,
+            "not hex",
+        ),
         (b'{"a":' * 5_000 + b"1" + b"}" * 5_000, wire.JSON, "nested too deeply"),
     ],
 )

@@ -10,6 +10,8 @@ take (rejected, with the first reason), which OTLP reports as a partial success.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -63,8 +65,16 @@ class _Rejected(Exception):
     """One span cannot become a row (the message says why)."""
 
 
-def spans_to_requests(request: ExportTraceServiceRequest, mapping: SpanMapping) -> SpanRequests:
-    """The LLM-request spans of ``request`` as checked ``requests`` rows."""
+def spans_to_requests(
+    request: ExportTraceServiceRequest,
+    mapping: SpanMapping,
+    check: Callable[[pa.Table], None] | None = None,
+) -> SpanRequests:
+    """The LLM-request spans of ``request`` as checked ``requests`` rows.
+
+    ``check`` (the receiver's limits) raises :class:`IngestError` for rows it refuses;
+    the spans of those rows are rejected, the others kept.
+    """
     result = SpanRequests(None)
     columns = {name: [] for name in ("ts", "status", "error_class", *mapping.columns)}
     attrs: list[list[tuple[str, str]]] = []
@@ -92,7 +102,7 @@ def spans_to_requests(request: ExportTraceServiceRequest, mapping: SpanMapping) 
             "attrs": pa.array(attrs, _ATTRS),
         }
     )
-    result.table = _checked(table, result)
+    result.table = _checked(table, result, check or (lambda rows: None))
     return result
 
 
@@ -137,7 +147,9 @@ def _outcome(
     elif name in ERROR_CLASSES:  # already one of the taxonomy's names
         error_class = name
     else:
-        code = int(name) if name.isdigit() else row.get("http_status") or 0
+        # isascii: str.isdigit() is true of "²", which int() refuses.
+        numeric = name.isascii() and name.isdigit() and len(name) <= 3
+        code = int(name) if numeric else row.get("http_status") or 0
         if code in _HTTP_CLASSES:
             error_class = _HTTP_CLASSES[code]
         elif 400 <= code < 500:
@@ -218,18 +230,28 @@ def _arrow_type(name: str) -> pa.DataType:
     return _ARROW[_KINDS[name]]
 
 
-def _checked(table: pa.Table, result: SpanRequests) -> pa.Table | None:
-    """The rows that pass the events' checks; each that does not is rejected by name."""
+def _checked(
+    table: pa.Table, result: SpanRequests, check: Callable[[pa.Table], None]
+) -> pa.Table | None:
+    """The rows that pass the events' checks and ``check``; each that does not is
+    rejected by its span's id."""
+
+    def checked(rows: pa.Table) -> pa.Table:
+        rows = decode_arrow_table(rows)
+        check(rows)
+        return rows
+
     try:
-        return decode_arrow_table(table)
+        return checked(table)
     except IngestError:
         pass
     keep = []
     for row in range(table.num_rows):
         try:
-            decode_arrow_table(table.slice(row, 1))
+            checked(table.slice(row, 1))
             keep.append(row)
         except IngestError as exc:
             span_id = dict(table.column("attrs")[row].as_py()).get("span_id", "?")
-            result.note(f"span {span_id}: {str(exc).removeprefix('row 0 (0-based), ')}")
-    return decode_arrow_table(table.take(keep)) if keep else None
+            reason = re.sub(r"^(row 0 \(0-based\)|row 1)[,:] ", "", str(exc))
+            result.note(f"span {span_id}: {reason}")
+    return checked(table.take(keep)) if keep else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import TypeVar
 
 from google.protobuf import json_format
@@ -22,6 +23,7 @@ __all__ = ["JSON", "PROTOBUF", "decode", "encode", "status"]
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _ID_KEYS = {"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"}
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2})*")
 _INVALID_ARGUMENT, _INTERNAL = 3, 13
 _GRPC_CODES = {401: 16, 403: 7, 429: 8, 503: 14}
 """HTTP status -> ``google.rpc.Code``: UNAUTHENTICATED, PERMISSION_DENIED,
@@ -45,6 +47,8 @@ def decode(body: bytes, media_type: str, message: type[M]) -> M:
         raise IngestError(f"not JSON: {exc}") from None
     except RecursionError:
         raise IngestError("not JSON that can be read: nested too deeply") from None
+    if not isinstance(document, dict):
+        raise IngestError(f"not a {message.DESCRIPTOR.full_name} in OTLP JSON: not an object")
     try:
         json_format.ParseDict(_base64_ids(document), parsed, ignore_unknown_fields=True)
     except RecursionError:
@@ -77,9 +81,8 @@ def _base64_ids(node: object) -> object:
     converted = {}
     for key, value in node.items():
         if key in _ID_KEYS and isinstance(value, str):
-            try:
-                value = base64.b64encode(bytes.fromhex(value)).decode()
-            except ValueError:
-                raise IngestError(f"{key} {value!r} is not hex") from None
+            if not _HEX.fullmatch(value):
+                raise IngestError(f"{key} {value!r} is not hex")
+            value = base64.b64encode(bytes.fromhex(value)).decode()
         converted[key] = _base64_ids(value)
     return converted
