@@ -125,6 +125,15 @@ class Config:
         }
 
 
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    """The document of a TOML file of settings-like data (the metric and span mappings);
+    :class:`ConfigError` naming ``what`` and the file when it cannot be read or parsed."""
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{what} {path}: {exc}") from None
+
+
 def load_config(config_file: str | Path | None = None, **overrides: Any) -> Config:
     """Resolve settings: ``overrides`` (flags; None means unset) > env > TOML file > defaults."""
     values: dict[str, Any] = {}

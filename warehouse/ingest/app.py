@@ -302,13 +302,14 @@ class Receiver:
         endpoint = path
         status = 500
         writes = method == "POST" and path != READ_PATH
-        refuse = partial(self._refuse, scope, send)
         try:
             # Health and readiness stay open for load balancers: they tell nothing else.
             guarded = path.startswith(("/api/", "/v1/")) or path in ("/metrics", "/", "/report")
             if guarded and not self._authorized(scope):
                 status = 401
-                await refuse(
+                await self._refuse(
+                    scope,
+                    send,
                     401,
                     "missing or wrong credentials",
                     [("www-authenticate", challenge(self.config.auth_token))],
@@ -318,24 +319,25 @@ class Receiver:
                 status = await handler(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
-            await refuse(status, str(exc), [("retry-after", str(exc.retry_after))])
+            await self._refuse(
+                scope, send, status, str(exc), [("retry-after", str(exc.retry_after))]
+            )
         except IngestError as exc:
             status = exc.http_status
-            await refuse(status, str(exc))
+            await self._refuse(scope, send, status, str(exc))
         except StoreUnavailable as exc:
             status = 503
             log.warning("store unavailable: %s", exc)
-            await refuse(status, str(exc), [("retry-after", str(RETRY_AFTER_SECONDS))])
+            await self._refuse(
+                scope, send, status, str(exc), [("retry-after", str(RETRY_AFTER_SECONDS))]
+            )
         except StoreError as exc:
             what = "commit the write" if writes else "answer"
             log.error("the store could not %s on %s: %s", what, path, exc)
+            status, retry = 500, None
             if path == OTLP_TRACES_PATH:  # OTLP senders retry 503, never 500
-                status = 503
-                retry = [("retry-after", str(RETRY_AFTER_SECONDS))]
-                await refuse(status, f"the store could not {what}: {exc}", retry)
-            else:
-                status = 500
-                await refuse(status, f"the store could not {what}: {exc}")
+                status, retry = 503, [("retry-after", str(RETRY_AFTER_SECONDS))]
+            await self._refuse(scope, send, status, f"the store could not {what}: {exc}", retry)
         finally:
             self.metrics.labelled(self.metrics.http_requests, endpoint, str(status)).inc()
 

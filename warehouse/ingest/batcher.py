@@ -72,7 +72,7 @@ class _Pending:
 class _Held:
     """What :meth:`GroupCommitter.hold` returns: it lets go of the bytes on exit. A
     plain class, as every write enters one (a generator-based context manager cost
-    three times as much)."""
+    2.5 times as much: 1.15 against 0.46 µs)."""
 
     __slots__ = ("committer", "nbytes")
 

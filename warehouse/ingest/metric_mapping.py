@@ -13,7 +13,6 @@ a file of the same shape replaces it (``metric_mapping`` setting).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warehouse.config import read_toml
 from warehouse.errors import ConfigError
 from warehouse.model import LABEL_COLUMNS, REQUESTS_SCHEMA
 
@@ -87,10 +87,7 @@ class MetricMapping:
 def load_mapping(path: str | Path | None = None) -> MetricMapping:
     """Read a mapping file (default: the built-in one); unknown columns are refused."""
     source = Path(path) if path else DEFAULT_MAPPING
-    try:
-        data = tomllib.loads(source.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"metric mapping {source}: {exc}") from None
+    data = read_toml(source, "metric mapping")
     metrics = {}
     for name, spec in data.get("metrics", {}).items():
         column = spec.get("column") if isinstance(spec, dict) else None

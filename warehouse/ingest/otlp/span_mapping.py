@@ -7,10 +7,10 @@ replaces it (``span_mapping`` setting). See that file for the rules.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from warehouse.config import read_toml
 from warehouse.errors import ConfigError
 from warehouse.model import ERROR_CLASSES, REQUESTS_SCHEMA
 
@@ -47,10 +47,7 @@ class SpanMapping:
 def load_span_mapping(path: str | Path | None = None) -> SpanMapping:
     """Read a span mapping file (default: the built-in one); unknown names are refused."""
     source = Path(path) if path else DEFAULT_SPAN_MAPPING
-    try:
-        data = tomllib.loads(source.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"span mapping {source}: {exc}") from None
+    data = read_toml(source, "span mapping")
 
     def sources(where: str, key: str, spec: object) -> tuple[Source, ...]:
         entries = spec if isinstance(spec, list) else [spec]
