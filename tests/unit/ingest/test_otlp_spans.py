@@ -113,6 +113,14 @@ def test_the_span_id_is_the_request_id_when_no_attribute_names_one():
     assert row["request_id"] == "03" * 8
 
 
+def test_a_mapping_without_request_id_or_e2e_attributes_keeps_their_defaults(tmp_path):
+    path = tmp_path / "spans.toml"
+    path.write_text('[columns]\nmodel = ["gen_ai.request.model"]\n')
+    found = spans_to_requests(export(span(13, VLLM, seconds=0.5)), load_span_mapping(path))
+    (row,) = found.table.to_pylist()
+    assert row["request_id"] == "0d" * 8 and row["e2e_ms"] == pytest.approx(500)
+
+
 def test_a_span_attribute_wins_over_the_resource_one():
     request = export(span(4, {**VLLM, "service.name": "router"}), resource={"service.name": "vllm"})
     assert rows(request)[0]["service"] == "router"
