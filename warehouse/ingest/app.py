@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import hashlib
 import logging
 import time
@@ -601,14 +600,16 @@ class Receiver:
                 "application/x-ndjson or application/vnd.apache.arrow.stream"
             )
         encoding = (header(scope, "content-encoding") or "identity").strip().lower()
-        if encoding not in _EVENT_DECOMPRESSORS:
+        if encoding not in _DECOMPRESSORS:
             raise UnsupportedMediaType(
                 f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
             )
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/requests").inc(len(body))
         started = time.perf_counter()
-        table = await asyncio.to_thread(_decode_events, body, encoding, decode)
+        table = await asyncio.to_thread(
+            _decode_events, body, encoding, decode, self.config.max_body_bytes
+        )
         self.limits.check_requests(table)
         table = self._with_tenant(scope, table)
         self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/requests").observe(
@@ -662,7 +663,7 @@ class Receiver:
         return 200
 
     def _decode_spans(self, body: bytes, encoding: str, kind: str):
-        raw = _gunzip(body, self.config.max_body_bytes) if encoding == "gzip" else body
+        raw = _DECOMPRESSORS[encoding](body, self.config.max_body_bytes)
         request = otlp_wire.decode(raw, kind, ExportTraceServiceRequest)
         return spans_to_requests(request, self.span_mapping, self.limits.check_requests)
 
@@ -800,11 +801,13 @@ def _decompress(body: bytes) -> bytes:
 _MIN_INT64 = -(2**63)
 _INLINE_DECOMPRESS_BYTES = 256 << 10
 """Bodies up to this size are decompressed on the event loop (well under a millisecond)."""
-_EVENT_DECOMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
-    "identity": lambda body: body,
-    "gzip": gzip.decompress,
-    "zstd": lambda body: bytes(cramjam.zstd.decompress(body)),
+_DECOMPRESSORS: dict[str, Callable[[bytes, int], bytes]] = {
+    "identity": lambda body, limit: body,
+    "gzip": lambda body, limit: _gunzip(body, limit),
+    # Not bounded while it inflates: cramjam has no output limit for zstd.
+    "zstd": lambda body, limit: bytes(cramjam.zstd.decompress(body)),
 }
+"""Content-Encoding -> inflate(body, limit), for the bodies of events and OTLP."""
 
 
 def _gunzip(body: bytes, limit: int) -> bytes:
@@ -827,9 +830,13 @@ def _gunzip(body: bytes, limit: int) -> bytes:
     return b"".join(pieces)
 
 
-def _decode_events(body: bytes, encoding: str, decode: Callable[[bytes], pa.Table]) -> pa.Table:
+def _decode_events(
+    body: bytes, encoding: str, decode: Callable[[bytes], pa.Table], limit: int
+) -> pa.Table:
     try:
-        raw = _EVENT_DECOMPRESSORS[encoding](body)
+        raw = _DECOMPRESSORS[encoding](body, limit)
+    except IngestError:  # _gunzip's own, a 413 among them
+        raise
     except Exception as exc:
         raise IngestError(f"body is not valid {encoding}: {exc}") from None
     return decode(raw)

@@ -364,6 +364,16 @@ def test_gzip_ndjson_and_arrow_streams_are_taken(client, migrated):
     assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 100
 
 
+def test_an_events_body_that_inflates_past_the_limit_is_413(make_client, migrated):
+    client = make_client(max_body_bytes=100_000)
+    bomb = gzip.compress(b"\n" * 1_000_000)
+    response = client.post(
+        "/api/v1/requests", bomb, content_type="application/x-ndjson", content_encoding="gzip"
+    )
+    assert response.status == 413 and "100,000-byte limit" in response.text
+    assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 0
+
+
 def test_one_bad_event_refuses_the_whole_body_naming_line_and_field(client, migrated):
     lines = encode_ndjson(synthetic_requests(5, seed=6)).splitlines()
     bad = json.loads(lines[2])
