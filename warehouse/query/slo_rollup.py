@@ -458,9 +458,10 @@ def percentile_verdicts(frame: pl.DataFrame, objective: Objective) -> tuple[np.n
     assert found is not None, objective
     column, level = found
     p = check_prefix(column, objective.value)
-    n = frame[f"{p}_n"].to_numpy().astype(np.int64)
-    lt = frame[f"{p}_lt"].to_numpy().astype(np.int64)
-    le = frame[f"{p}_le"].to_numpy().astype(np.int64)
+    # Counts of a row with no values are 0 from ClickHouse, null from DuckDB's view.
+    n, lt, le = (
+        frame[f"{p}_{name}"].fill_null(0).to_numpy().astype(np.int64) for name in ("n", "lt", "le")
+    )
     lo = frame[f"{p}_lo"].to_numpy().astype(np.float64)
     hi = frame[f"{p}_hi"].to_numpy().astype(np.float64)
     limit = float(objective.value)
