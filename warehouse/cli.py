@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -349,15 +350,34 @@ def serve(
     wal: Annotated[
         str | None, typer.Option("--wal", help=setting_help("wal_dir"), show_default=False)
     ] = None,
+    otlp_grpc_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp-grpc-listen",
+            metavar="HOST:PORT",
+            help=setting_help("otlp_grpc_listen"),
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the warehouse: the embedded ClickHouse (unless --store names one), migrated,
-    and the receiver (remote write and per-request events) on --listen.
+    and the receiver (remote write and per-request events) on --listen (and OTLP/gRPC on
+    --otlp-grpc-listen).
 
     Runs in the foreground until Ctrl-C or SIGTERM; then it drains the receiver (every
     acknowledged write is committed) and stops the server it started.
     """
-    config = load_config(config_file, store=store, data_dir=data, listen=listen, wal_dir=wal)
+    config = load_config(
+        config_file,
+        store=store,
+        data_dir=data,
+        listen=listen,
+        wal_dir=wal,
+        otlp_grpc_listen=otlp_grpc_listen,
+    )
     host, port = parse_listen(config.listen)
+    if config.otlp_grpc_listen:
+        _check_bindable(config.otlp_grpc_listen, "--otlp-grpc-listen")
     if demo_rate <= 0:
         raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")
     with discovery.store_or_start(config, http_port, tcp_port, say=typer.echo) as (target, own):
@@ -368,12 +388,26 @@ def serve(
             f"  remote write:  http://{host}:{port}/api/v1/write\n"
             f"  events:        http://{host}:{port}/api/v1/requests\n"
             f"  remote read:   http://{host}:{port}/api/v1/read\n"
-            f"  overview page: http://{host}:{port}/\n"
+            + (f"  OTLP/gRPC:     {config.otlp_grpc_listen}\n" if config.otlp_grpc_listen else "")
+            + f"  overview page: http://{host}:{port}/\n"
             + (_DEMO_HINTS if demo else f"  try: {_program()} migrate status\n")
             + "Ctrl-C stops it."
         )
         with _demo_traffic(demo, target, config, host, port, demo_rate):
             run_receiver(target, config, host, port, watch=own.data_dir if own else None)
+
+
+def _check_bindable(listen: str, option: str) -> None:
+    """:class:`ConfigError` now, before anything starts, when ``listen`` cannot be bound
+    (the receiver would fail to start later, less clearly)."""
+    host, port = parse_listen(listen, option)
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"{option} {listen}: cannot listen there ({exc})") from None
 
 
 @contextlib.contextmanager

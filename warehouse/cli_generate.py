@@ -55,7 +55,10 @@ def generate(
     ] = None,
     send: Annotated[
         str | None,
-        typer.Option("--send", help="Send to a receiver, e.g. http://127.0.0.1:9201"),
+        typer.Option(
+            "--send",
+            help="Send to a receiver, e.g. http://127.0.0.1:9201 (--via otlp-grpc: HOST:PORT)",
+        ),
     ] = None,
     via: Annotated[
         str, typer.Option("--via", help=f"With --send: {' or '.join(ENDPOINTS)}")

@@ -98,6 +98,13 @@ class Config:
     span_mapping: str | None = None
     """TOML file mapping OpenTelemetry span attributes to `requests` columns (default
     built in)."""
+    otlp_grpc_listen: str | None = None
+    """Address (HOST:PORT) of the receiver's OTLP/gRPC server, e.g. 0.0.0.0:4317 (unset:
+    OTLP over HTTP only)."""
+    otlp_strict_spans: bool = False
+    """Report OTLP spans that are not LLM requests to their sender as rejected (OTLP's
+    partial success) instead of skipping them quietly (counted in the receiver's
+    metrics either way)."""
     request_samples_as_series: bool = False
     """Also store each per-request metric sample as a Prometheus series and sample (three
     rows a sample instead of a share of one row a request)."""

@@ -5,6 +5,7 @@
 ``POST /api/v1/requests``   per-request events: NDJSON or an Arrow IPC stream
 ``POST /api/v1/read``       Prometheus remote read (``SAMPLES`` responses)
 ``POST /v1/traces``         OTLP/HTTP spans; those of LLM requests become requests
+``POST /v1/metrics``        OTLP/HTTP metric points, as Prometheus series
 ``GET /``                   the live overview page (HTML); ``GET /report`` the SLA report
 ``GET /metrics``            the receiver's own metrics
 ``GET /healthz``            the process is up
@@ -34,6 +35,10 @@ from urllib.parse import parse_qs
 import cramjam
 import pyarrow as pa
 import pyarrow.compute as pc
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -63,8 +68,10 @@ from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.otlp import wire as otlp_wire
+from warehouse.ingest.otlp.delta import DeltaStreams
+from warehouse.ingest.otlp.metrics import MetricsWrite, metrics_to_write
 from warehouse.ingest.otlp.span_mapping import load_span_mapping
-from warehouse.ingest.otlp.spans import spans_to_requests
+from warehouse.ingest.otlp.spans import SpanRequests, spans_to_requests
 from warehouse.ingest.receiver_metrics import ReceiverMetrics
 from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
@@ -86,6 +93,8 @@ log = logging.getLogger("llmwh.receiver")
 
 READ_PATH = "/api/v1/read"
 OTLP_TRACES_PATH = "/v1/traces"
+OTLP_METRICS_PATH = "/v1/metrics"
+OTLP_PATHS = (OTLP_TRACES_PATH, OTLP_METRICS_PATH)
 READ_CONCURRENCY = 2
 """Reads answered at once; more wait their turn (Prometheus's default limit is 10)."""
 V1_PROTO = "prometheus.WriteRequest"
@@ -110,6 +119,7 @@ class Receiver:
         self.metrics.buffer_limit_bytes.set(self.config.buffer_bytes)
         self.mapping = load_mapping(self.config.metric_mapping)
         self.span_mapping = load_span_mapping(self.config.span_mapping)
+        self._delta_streams = DeltaStreams()  # OTLP delta points made cumulative
         self.limits = WriteLimits.from_config(self.config)
         self.new_series = None
         if self.config.max_new_series_per_minute:
@@ -161,10 +171,12 @@ class Receiver:
             )
         self._overview_pages = None
         self._started = time.monotonic()
+        self._grpc = None  # the OTLP/gRPC server, with otlp_grpc_listen (start() starts it)
         self._routes: dict[tuple[str, str], Callable] = {
             ("POST", "/api/v1/write"): self._remote_write,
             ("POST", "/api/v1/requests"): self._events,
             ("POST", OTLP_TRACES_PATH): self._otlp_traces,
+            ("POST", OTLP_METRICS_PATH): self._otlp_metrics,
             ("POST", READ_PATH): self._remote_read,
             ("GET", "/"): self._overview,
             ("GET", "/report"): self._report,
@@ -202,9 +214,20 @@ class Receiver:
             )
         else:
             self._sealer = asyncio.create_task(self._seal_forever(), name="llmwh-sealer")
+        if self.config.otlp_grpc_listen:
+            from warehouse.ingest.otlp.grpc_server import OtlpGrpcServer  # grpc: when asked
+
+            self._grpc = OtlpGrpcServer(self, self.config.otlp_grpc_listen)
+            try:
+                await self._grpc.start()
+            except ConfigError:  # the address cannot be bound: undo what started
+                await self.stop()
+                raise
 
     async def stop(self) -> None:
         """Flush every acknowledged write, then stop."""
+        if self._grpc is not None:  # exports in flight finish first: they need the committer
+            await self._grpc.stop()
         await self.committer.close()
         if self.wal is not None:  # what the store cannot take now stays in the log
             await asyncio.to_thread(self.wal.close)
@@ -334,7 +357,7 @@ class Receiver:
             what = "commit the write" if writes else "answer"
             log.error("the store could not %s on %s: %s", what, path, exc)
             status, retry = 500, None
-            if path == OTLP_TRACES_PATH:  # OTLP senders retry 503, never 500
+            if path in OTLP_PATHS:  # OTLP senders retry 503, never 500
                 status, retry = 503, [("retry-after", str(RETRY_AFTER_SECONDS))]
             await self._refuse(scope, send, status, f"the store could not {what}: {exc}", retry)
         finally:
@@ -345,7 +368,7 @@ class Receiver:
     ) -> None:
         """An error answer: plain text, or on OTLP paths the ``google.rpc.Status`` the
         OTLP specification asks for, in the request's encoding (protobuf when unknown)."""
-        if scope["path"] != OTLP_TRACES_PATH:
+        if scope["path"] not in OTLP_PATHS:
             await respond(send, status, f"{message}\n", headers or ())
             return
         kind, _ = media_type(header(scope, "content-type"))
@@ -627,6 +650,20 @@ class Receiver:
 
     async def _otlp_traces(self, scope: Scope, receive: Receive, send: Send) -> int:
         """OTLP/HTTP spans (docs/otlp.md): each LLM-request span becomes a request."""
+        kind, raw = await self._otlp_body(scope, receive, OTLP_TRACES_PATH)
+        answer = await self.export_traces(raw, kind, self._required_tenant(scope))
+        await respond(send, 200, otlp_wire.encode(answer, kind), content_type=kind)
+        return 200
+
+    async def _otlp_metrics(self, scope: Scope, receive: Receive, send: Send) -> int:
+        """OTLP/HTTP metric points (docs/otlp.md): series as Prometheus would name them."""
+        kind, raw = await self._otlp_body(scope, receive, OTLP_METRICS_PATH)
+        answer = await self.export_metrics(raw, kind, self._required_tenant(scope))
+        await respond(send, 200, otlp_wire.encode(answer, kind), content_type=kind)
+        return 200
+
+    async def _otlp_body(self, scope: Scope, receive: Receive, path: str) -> tuple[str, bytes]:
+        """An OTLP/HTTP request's media type and its body, inflated."""
         kind, _ = media_type(header(scope, "content-type"))
         if kind not in (otlp_wire.PROTOBUF, otlp_wire.JSON):
             raise UnsupportedMediaType(
@@ -639,18 +676,30 @@ class Receiver:
                 f"unsupported Content-Encoding {encoding!r}: OTLP/HTTP takes gzip or none"
             )
         body = await read_body(scope, receive, self.config.max_body_bytes)
-        self.metrics.labelled(self.metrics.bytes_received, OTLP_TRACES_PATH).inc(len(body))
+        self.metrics.labelled(self.metrics.bytes_received, path).inc(len(body))
+        if encoding == "identity":
+            return kind, body
+        return kind, await asyncio.to_thread(_gunzip, body, self.config.max_body_bytes)
+
+    async def export_traces(
+        self, raw: bytes, kind: str, tenant: str | None
+    ) -> ExportTraceServiceResponse:
+        """One OTLP trace export (``raw``: the uncompressed body in media type ``kind``):
+        its LLM-request spans are committed as requests before this returns.
+
+        ``tenant``: in multi-tenant mode the tenant the export belongs to (required there).
+        Raises what a write raises (:class:`IngestError`, :class:`BufferFull`, store
+        errors); every transport maps those onto its own status codes.
+        """
         started = time.perf_counter()
-        found = await asyncio.to_thread(self._decode_spans, body, encoding, kind)
-        table = found.table
-        if table is not None:
-            table = self._with_tenant(scope, table)
+        found = await asyncio.to_thread(self._spans_of, raw, kind)
         self.metrics.labelled(self.metrics.decode_seconds, OTLP_TRACES_PATH).observe(
             time.perf_counter() - started
         )
-        if table is not None:
+        if found.table is not None:
+            table = self._tenant_rows(tenant, found.table)
             # A retried export is the same body: its token makes the store drop it.
-            token = _body_token(self._tenant(scope), body)
+            token = _body_token(tenant, raw)
             await self.committer.submit({"requests": table}, dedup_token=token)
             self.metrics.labelled(self.metrics.written, "requests").inc(table.num_rows)
         self.metrics.labelled(self.metrics.spans_left_out, "skipped").inc(found.skipped)
@@ -659,13 +708,51 @@ class Receiver:
         if found.rejected:
             answer.partial_success.rejected_spans = found.rejected
             answer.partial_success.error_message = "; ".join(found.reasons)
-        await respond(send, 200, otlp_wire.encode(answer, kind), content_type=kind)
-        return 200
+        return answer
 
-    def _decode_spans(self, body: bytes, encoding: str, kind: str):
-        raw = _DECOMPRESSORS[encoding](body, self.config.max_body_bytes)
+    async def export_metrics(
+        self, raw: bytes, kind: str, tenant: str | None
+    ) -> ExportMetricsServiceResponse:
+        """One OTLP metrics export, as :meth:`export_traces` takes spans: its points are
+        written as the Remote-Write 2.0 request a Prometheus sender would have sent for
+        them, down the same path, and committed before this returns."""
+        started = time.perf_counter()
+        points = await asyncio.to_thread(self._points_of, raw, kind, tenant)
+        answer = ExportMetricsServiceResponse()
+        if points.body:
+            tables, (decoded, too_old, pivot) = await asyncio.to_thread(
+                self._decode, points.body, remote_write.decode_v2, tenant
+            )
+            self.metrics.labelled(self.metrics.decode_seconds, OTLP_METRICS_PATH).observe(
+                time.perf_counter() - started
+            )
+            written_at = time.time()
+            token = None  # ClickHouse's tables collapse a retry's rows, as for remote write
+            if not self.store.capabilities.collapsing_engines:
+                token = _body_token(tenant, raw)
+            await self.committer.submit(tables, dedup_token=token)
+            self._count_written(decoded)
+            self._count_parts(pivot, written_at)
+            if too_old:
+                points.note(too_old, f"{too_old} points are older than the samples retention")
+        self.metrics.otlp_points_rejected.inc(points.rejected)
+        if points.rejected:
+            answer.partial_success.rejected_data_points = points.rejected
+            answer.partial_success.error_message = "; ".join(points.reasons)
+        return answer
+
+    def _points_of(self, raw: bytes, kind: str, tenant: str | None) -> MetricsWrite:
+        request = otlp_wire.decode(raw, kind, ExportMetricsServiceRequest)
+        return metrics_to_write(request, self._delta_streams, tenant)
+
+    def _spans_of(self, raw: bytes, kind: str) -> SpanRequests:
         request = otlp_wire.decode(raw, kind, ExportTraceServiceRequest)
-        return spans_to_requests(request, self.span_mapping, self.limits.check_requests)
+        return spans_to_requests(
+            request,
+            self.span_mapping,
+            self.limits.check_requests,
+            strict=self.config.otlp_strict_spans,
+        )
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> int:
         self.metrics.buffer_bytes.set(self.committer.buffered_bytes)
@@ -735,7 +822,11 @@ class Receiver:
 
     def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
         """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""
-        tenant = self._required_tenant(scope)
+        return self._tenant_rows(self._required_tenant(scope), table)
+
+    @staticmethod
+    def _tenant_rows(tenant: str | None, table: pa.Table) -> pa.Table:
+        """``table`` with every row's ``tenant`` set to ``tenant``; as it is when None."""
         if tenant is None:
             return table
         column = pa.repeat(pa.scalar(tenant, pa.string()), table.num_rows)

@@ -25,6 +25,13 @@ class ReceiverMetrics:
             ["endpoint", "code"],
             registry=r,
         )
+        self.grpc_requests = Counter(
+            "llmwh_receiver_grpc_requests",
+            "OTLP/gRPC calls by method and status code (calls grpc itself refused, a "
+            "message over max_body_bytes, are not counted)",
+            ["method", "code"],
+            registry=r,
+        )
         self.bytes_received = Counter(
             "llmwh_receiver_received_bytes",
             "Request body bytes received (compressed)",
@@ -49,6 +56,12 @@ class ReceiverMetrics:
             "OTLP spans not written as requests, by reason (skipped: not an LLM request; "
             "rejected: an LLM request that could not be taken, reported to the sender)",
             ["reason"],
+            registry=r,
+        )
+        self.otlp_points_rejected = Counter(
+            "llmwh_receiver_otlp_points_rejected",
+            "OTLP metric data points that could not be taken (reported to the sender as a "
+            "partial success)",
             registry=r,
         )
         self.decode_seconds = Histogram(

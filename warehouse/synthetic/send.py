@@ -1,5 +1,5 @@
 """Send requests to a receiver, paced: per-request events (Arrow IPC), remote write, or
-OTLP/HTTP spans.
+OTLP spans (over HTTP, or gRPC: ``--via otlp-grpc``, see :mod:`.grpc_send`).
 
 A write the receiver refuses for its content (4xx other than 429) stops the sender with
 the receiver's message; 429 and 5xx answers and lost connections are retried with
@@ -22,9 +22,15 @@ from warehouse.synthetic.spans import otlp_traces_body
 
 __all__ = ["ENDPOINTS", "SendError", "Sender"]
 
-ENDPOINTS = {"events": "/api/v1/requests", "remote-write": "/api/v1/write", "otlp": "/v1/traces"}
+GRPC = "otlp-grpc"
+ENDPOINTS = {
+    "events": "/api/v1/requests",
+    "remote-write": "/api/v1/write",
+    "otlp": "/v1/traces",
+    GRPC: "/opentelemetry.proto.collector.trace.v1.TraceService/Export",  # at HOST:PORT
+}
 # otlp: the OpenTelemetry SDK's batch span processor exports 512 spans at most.
-_ROWS_PER_WRITE = {"events": 5_000, "remote-write": 200, "otlp": 512}
+_ROWS_PER_WRITE = {"events": 5_000, "remote-write": 200, "otlp": 512, GRPC: 512}
 _RETRIES = 8
 
 
@@ -34,7 +40,8 @@ class SendError(WarehouseError):
 
 @dataclass
 class Sender:
-    """Posts requests to ``url`` (a receiver's base URL, or one of its endpoints).
+    """Posts requests to ``url`` (a receiver's base URL, or one of its endpoints; for
+    ``otlp-grpc``, its ``HOST:PORT`` or ``grpc://HOST:PORT``).
 
     ``rate`` caps requests per second (``None``: as fast as the receiver takes them).
     """
@@ -47,6 +54,17 @@ class Sender:
     """Sent with every write: credentials (``Authorization``), a tenant header ..."""
 
     def __post_init__(self) -> None:
+        if self.rate is not None and self.rate <= 0:
+            raise ConfigError(f"--rate must be > 0 requests/s, got {self.rate}")
+        self._started: float | None = None
+        self.sent = 0
+        self._grpc = None
+        if self.via == GRPC or self.url.startswith("grpc://"):
+            from warehouse.synthetic.grpc_send import GrpcTraces  # grpc: when asked
+
+            self.via = GRPC
+            self._grpc = GrpcTraces(self.url, self.timeout, _RETRIES)
+            return
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(
@@ -58,15 +76,13 @@ class Sender:
                 self.via, path = via, path[: -len(endpoint)]
         if self.via not in ENDPOINTS:
             raise ConfigError(f"unknown --via {self.via!r}: expected {' or '.join(ENDPOINTS)}")
-        if self.rate is not None and self.rate <= 0:
-            raise ConfigError(f"--rate must be > 0 requests/s, got {self.rate}")
+        if self.via == GRPC:  # named by the URL's path, but gRPC takes no http:// URL
+            raise ConfigError(f"--via {GRPC} sends to HOST:PORT, got {self.url!r}")
         self._path = path + ENDPOINTS[self.via]
         connection = (
             http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
         self._connection = connection(parts.hostname, parts.port, timeout=self.timeout)
-        self._started: float | None = None
-        self.sent = 0
 
     def send(
         self, batches: Iterable[pa.Table], progress: Callable[[int], None] | None = None
@@ -76,14 +92,20 @@ class Sender:
             for chunk in self._chunks(table):
                 self._pace()
                 body, headers = self._body(chunk)
-                self._post(body, {**headers, **self.headers})
+                if self._grpc is not None:
+                    self._grpc.export(body, self.headers)
+                else:
+                    self._post(body, {**headers, **self.headers})
                 self.sent += chunk.num_rows
                 if progress is not None:
                     progress(chunk.num_rows)
         return self.sent
 
     def close(self) -> None:
-        self._connection.close()
+        if self._grpc is not None:
+            self._grpc.close()
+        else:
+            self._connection.close()
 
     def _chunks(self, table: pa.Table) -> Iterator[pa.Table]:
         size = _ROWS_PER_WRITE[self.via]
@@ -110,7 +132,7 @@ class Sender:
                 "X-Prometheus-Remote-Write-Version": "0.1.0",
             }
             return remote_write_body(chunk), headers
-        if self.via == "otlp":
+        if self.via in ("otlp", GRPC):
             return otlp_traces_body(chunk), {"Content-Type": "application/x-protobuf"}
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, chunk.schema) as writer:

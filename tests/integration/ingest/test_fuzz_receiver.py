@@ -1,8 +1,8 @@
 """Damaged real payloads at the receiver: never a crash or a 5xx, never a partial write.
 
 Each case starts from a real body (per-request samples as a gateway remote-writes them,
-a 2.0 write with histograms and exemplars, NDJSON and Arrow events, OTLP spans in
-protobuf and JSON) and damages it the
+a 2.0 write with histograms and exemplars, NDJSON and Arrow events, OTLP spans and
+metrics in protobuf and JSON) and damages it the
 ways networks and buggy senders do: flipped bits, cut short, bytes inserted or
 repeated, before or after compression. Whatever comes in, the answer is a 2xx with
 what decoded written, or a 4xx with a message and nothing written.
@@ -21,6 +21,7 @@ from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from test_otlp_metrics_endpoint import e2e, export, point, tokens, ttft
 from test_receiver import V1_TYPE, V2_TYPE, count, v2_request
 
 from warehouse.ingest.events import encode_ndjson
@@ -43,6 +44,9 @@ for _span in (s for r in _otlp["resourceSpans"] for ss in r["scopeSpans"] for s 
     for _key in ("traceId", "spanId"):  # OTLP JSON writes ids in hex
         _span[_key] = base64.b64decode(_span[_key]).hex()
 OTLP_JSON = json.dumps(_otlp).encode()
+_metrics = export(tokens(point(5.0, model="m1"), point(9.0, model="m2")), ttft(), e2e())
+OTLP_METRICS = _metrics.SerializeToString()
+OTLP_METRICS_JSON = json.dumps(MessageToDict(_metrics)).encode()
 
 ENDPOINTS = {
     "v1": ("/api/v1/write", V1_TYPE, V1_RAW, True),
@@ -51,6 +55,8 @@ ENDPOINTS = {
     "arrow": ("/api/v1/requests", "application/vnd.apache.arrow.stream", ARROW, False),
     "otlp": ("/v1/traces", "application/x-protobuf", OTLP, False),
     "otlp-json": ("/v1/traces", "application/json", OTLP_JSON, False),
+    "otlp-metrics": ("/v1/metrics", "application/x-protobuf", OTLP_METRICS, False),
+    "otlp-metrics-json": ("/v1/metrics", "application/json", OTLP_METRICS_JSON, False),
 }
 
 

@@ -233,3 +233,21 @@ def test_with_a_token_configured_exports_need_it(make_client):
     assert RpcStatus.FromString(refused.body).code == 16  # UNAUTHENTICATED
     accepted = client.post("/v1/traces", body, content_type=PROTOBUF, authorization="Bearer s3cret")
     assert accepted.status == 200
+
+
+def test_strict_mode_reports_spans_that_are_not_llm_requests_as_rejected(make_client, migrated):
+    health = Span(
+        trace_id=b"\x09" * 16,
+        span_id=b"\x09" * 8,
+        name="GET /healthz",
+        start_time_unix_nano=START_NS,
+        end_time_unix_nano=START_NS + 1_000_000,
+    )
+    body = export(vllm_span(1), health)
+    quiet = make_client().post("/v1/traces", body, content_type=PROTOBUF)
+    assert not ExportTraceServiceResponse.FromString(quiet.body).HasField("partial_success")
+    strict = make_client(otlp_strict_spans=True).post("/v1/traces", body, content_type=PROTOBUF)
+    answer = ExportTraceServiceResponse.FromString(strict.body)
+    assert strict.status == 200 and answer.partial_success.rejected_spans == 1
+    assert "0909090909090909: not an LLM request" in answer.partial_success.error_message
+    assert [r["request_id"] for r in requests_in(migrated)] == ["req-1"]

@@ -69,11 +69,14 @@ def spans_to_requests(
     request: ExportTraceServiceRequest,
     mapping: SpanMapping,
     check: Callable[[pa.Table], None] | None = None,
+    *,
+    strict: bool = False,
 ) -> SpanRequests:
     """The LLM-request spans of ``request`` as checked ``requests`` rows.
 
     ``check`` (the receiver's limits) raises :class:`IngestError` for rows it refuses;
-    the spans of those rows are rejected, the others kept.
+    the spans of those rows are rejected, the others kept. ``strict``: spans that are
+    not LLM requests are rejected (reported to the sender) instead of skipped.
     """
     result = SpanRequests(None)
     # request_id and e2e_ms have defaults (span id, duration) even where the mapping
@@ -87,7 +90,13 @@ def spans_to_requests(
             for span in scope_spans.spans:
                 own = _attributes(span.attributes)
                 if not any(key.startswith(mapping.request_prefix) for key in own):
-                    result.skipped += 1
+                    if strict:
+                        result.note(
+                            f"span {span.span_id.hex() or '(no id)'}: not an LLM request "
+                            f"(no {mapping.request_prefix}* attribute)"
+                        )
+                    else:
+                        result.skipped += 1
                     continue
                 try:
                     row, kept = _row(span, own, resource, mapping)
