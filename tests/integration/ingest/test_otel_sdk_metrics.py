@@ -1,8 +1,17 @@
 """A real OTLP metrics sender: the OpenTelemetry SDK exports every kind of instrument to
-`llmwh serve`, with cumulative and with delta temporality, and each point lands where
-the Prometheus compatibility rules put it."""
+`llmwh serve` on each store, with cumulative and with delta temporality, and each point
+lands where the Prometheus compatibility rules put it."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -11,6 +20,7 @@ from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider, UpDownC
 from opentelemetry.sdk.metrics.export import AggregationTemporality, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
+from senders import free_port, wait_for
 
 from warehouse.store import open_store
 
@@ -22,14 +32,18 @@ DELTA = {
 TTFT_BOUNDS = (0.1, 0.25, 0.5, 1.0)
 
 
-def send(base: str, temporality: dict) -> list[float]:
+TEMPORALITIES = {"cumulative": {}, "delta": DELTA}
+"""Each sent by a gateway instance of its own (``instance`` tells their series apart)."""
+
+
+def send(base: str, temporality: dict, instance: str) -> list[float]:
     """Two exports of a gateway's instruments; returns the TTFTs it recorded."""
     exporter = OTLPMetricExporter(endpoint=f"{base}/v1/metrics", preferred_temporality=temporality)
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
     provider = MeterProvider(
         metric_readers=[reader],
         resource=Resource.create(
-            {"service.name": "gateway", "service.instance.id": "gw-1", "cloud.region": "eu"}
+            {"service.name": "gateway", "service.instance.id": instance, "cloud.region": "eu"}
         ),
         views=[
             View(
@@ -65,43 +79,105 @@ def send(base: str, temporality: dict) -> list[float]:
     return recorded
 
 
-def last_values(store_url: str) -> dict[tuple[str, tuple], float]:
-    """The newest float sample of each series: {(name, labels without job/instance/scope)}."""
-    store = open_store(store_url)
+@dataclass
+class Landed:
+    url: str
+    folder: Path
+    recorded: dict[str, list[float]]
+    """The TTFTs each instance recorded, by temporality."""
+
+
+def llmwh_sql(landed: Landed, sql: str) -> list[dict]:
+    """`llmwh sql` as a user runs it (chdb and DuckDB take one process at a time)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "warehouse", "sql", sql, "--format", "json", "--store", landed.url],
+        capture_output=True, text=True, timeout=120, cwd=landed.folder, env=clean_environment(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def clean_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+
+
+@pytest.fixture(scope="module", params=["clickhouse", "chdb", "duckdb"])
+def landed(request, embedded_server, tmp_path_factory) -> Iterator[Landed]:
+    """Both gateways' exports sent to `llmwh serve` on one store, which is then stopped."""
+    backend = request.param
+    folder = tmp_path_factory.mktemp(f"otel-metrics-{backend}")
+    url = {
+        "clickhouse": embedded_server.store_url(f"otelm_{uuid.uuid4().hex[:10]}"),
+        # Its own data directory: this process may hold another one open in-process.
+        "chdb": f"chdb://{folder / 'chdb'}?database=otelm",
+        "duckdb": f"duckdb://{folder / 'warehouse.duckdb'}?database=otelm",
+    }[backend]
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "serve", "--store", url,
+         "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=folder,
+        env=clean_environment(),
+    )  # fmt: skip
     try:
-        db = store.database
-        rows = store.query_arrow(
-            f"SELECT s.metric_name AS name, s.labels AS labels, "
-            f"argMax(sa.value, sa.timestamp) AS value FROM {db}.samples AS sa FINAL "
-            f"JOIN (SELECT DISTINCT id, metric_name, labels FROM {db}.series) AS s "
-            "ON sa.id = s.id GROUP BY name, labels"
-        ).to_pylist()
-        natives = store.query_arrow(
-            f"SELECT argMax(count, timestamp) AS count, argMax(sum, timestamp) AS sum, "
-            f"any(schema) AS schema FROM {db}.histogram_samples FINAL"
-        ).to_pylist()
+        wait_for(f"{base}/readyz", timeout=60)
+        recorded = {name: send(base, t, f"gw-{name}") for name, t in TEMPORALITIES.items()}
     finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    yield Landed(url, folder, recorded)
+    if backend == "clickhouse":
+        store = open_store(url)
+        store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
         store.close()
-    found = {}
+
+
+def last_values(landed: Landed, instance: str) -> dict[tuple[str, tuple], object]:
+    """The newest sample of each of an instance's series, by (name, labels other than
+    job, instance and the scope's name); the newest native histogram under "native"."""
+    rows = llmwh_sql(
+        landed,
+        "SELECT s.metric_name AS name, s.labels AS labels, sa.timestamp AS ts, "
+        "sa.value AS value FROM samples AS sa "
+        "JOIN (SELECT DISTINCT id, metric_name, labels FROM series) AS s ON sa.id = s.id "
+        "ORDER BY ts",
+    )
+    natives = llmwh_sql(
+        landed,
+        "SELECT h.count AS count, h.sum AS sum, h.schema AS schema, s.labels AS labels "
+        "FROM histogram_samples AS h "
+        "JOIN (SELECT DISTINCT id, labels FROM series) AS s ON h.id = s.id "
+        "ORDER BY h.timestamp",
+    )
+    found: dict[tuple[str, tuple], object] = {}
     for row in rows:
-        labels = dict(row["labels"])
+        labels = _labels(row["labels"])
+        if labels.get("instance") != instance:
+            continue
         common = {k: labels.pop(k, None) for k in ("job", "instance", "otel_scope_name")}
         if row["name"] != "target_info":
-            assert common == {
-                "job": "gateway",
-                "instance": "gw-1",
-                "otel_scope_name": "llm.gateway",
-            }
-        found[(row["name"], tuple(sorted(labels.items())))] = row["value"]
-    found[("native", ())] = natives[0]
+            assert common["job"] == "gateway" and common["otel_scope_name"] == "llm.gateway"
+        found[(row["name"], tuple(sorted(labels.items())))] = row["value"]  # newest wins
+    mine = [n for n in natives if _labels(n["labels"]).get("instance") == instance]
+    found[("native", ())] = mine[-1]
     return found
 
 
-@pytest.mark.parametrize("temporality", [{}, DELTA], ids=["cumulative", "delta"])
-def test_the_sdks_metrics_land_as_prometheus_series(receiver, temporality):
-    base, store_url = receiver
-    recorded = send(base, temporality)
-    found = last_values(store_url)
+def _labels(value: object) -> dict[str, str]:
+    """A map column as `llmwh sql` writes it: an object, or a list of key/value pairs."""
+    if isinstance(value, dict):
+        if set(value) == {"key", "value"}:
+            return dict(zip(value["key"], value["value"], strict=True))
+        return dict(value)
+    return {pair["key"]: pair["value"] if isinstance(pair, dict) else pair[1] for pair in value}
+
+
+@pytest.mark.parametrize("temporality", list(TEMPORALITIES))
+def test_the_sdks_metrics_land_as_prometheus_series(landed, temporality):
+    recorded = landed.recorded[temporality]
+    found = last_values(landed, f"gw-{temporality}")
     model = (("gen_ai_request_model", "llama-3-8b"),)
     version = (("otel_scope_version", "1.2"),)
 
@@ -118,8 +194,7 @@ def test_the_sdks_metrics_land_as_prometheus_series(receiver, temporality):
     assert value(f"{family}_bucket", ("le", "+Inf")) == 60
     assert value(f"{family}_count") == 60
     assert value(f"{family}_sum") == pytest.approx(sum(recorded))
-    gauge = found[("gpu_utilization_ratio", (("gpu", "0"), *version))]
-    assert gauge == 0.75
+    assert found[("gpu_utilization_ratio", (("gpu", "0"), *version))] == 0.75
     (info,) = [dict(labels) for (name, labels) in found if name == "target_info"]
     assert {k: v for k, v in info.items() if not k.startswith("telemetry_sdk_")} == {
         "cloud_region": "eu"

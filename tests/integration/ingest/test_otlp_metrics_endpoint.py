@@ -15,6 +15,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as otlp
 from test_otlp_traces import FailingInserts
+from test_receiver import V1_TYPE, snappy
+
+from warehouse.ingest.proto import V1
 
 PROTOBUF = "application/x-protobuf"
 T0 = (int(time.time()) - 3600) * 10**9  # recent: older samples fall to the TTL
@@ -117,6 +120,40 @@ def test_points_of_every_kind_are_committed_before_200(client, migrated):
     assert found["gen_ai_server_time_to_first_token_seconds_sum"] == [1.0]
     assert found["target_info"] == [1.0]
     assert native_counts(migrated) == [3.0]
+
+
+def test_an_otlp_histogram_and_a_scraped_one_are_one_series_family(client, migrated):
+    """What a Prometheus scraping the same histogram remote-writes lands in the very
+    series the OTLP export made (an SDK's Prometheus exporter names it so)."""
+    otlp_only = ExportMetricsServiceRequest()
+    otlp_only.CopyFrom(export(ttft()))
+    del otlp_only.resource_metrics[0].resource.attributes[1]  # no target_info
+    assert (
+        client.post("/v1/metrics", otlp_only.SerializeToString(), content_type=PROTOBUF).status
+        == 200
+    )
+    scraped = V1.WriteRequest()
+    for suffix, extra, value in (("_count", (), 6.0), ("_bucket", (("le", "0.5"),), 5.0)):
+        series = scraped.timeseries.add()
+        labels = (("__name__", f"gen_ai_server_time_to_first_token_seconds{suffix}"),
+                  ("job", "gateway"), *extra)  # fmt: skip
+        for name, label in labels:
+            series.labels.add(name=name, value=label)
+        series.samples.add(value=value, timestamp=(T0 + SECOND) // 1_000_000)
+    written = client.post(
+        "/api/v1/write", snappy(scraped.SerializeToString()), content_type=V1_TYPE
+    )
+    assert written.status == 204
+    db = migrated.database
+    families = (
+        migrated.query_arrow(f"SELECT count(DISTINCT id) AS n FROM {db}.series")
+        .column(0)
+        .to_pylist()
+    )
+    assert families == [5]  # 3 buckets, count and sum: the scrape added no series
+    found = samples_in(migrated)
+    assert found["gen_ai_server_time_to_first_token_seconds_count"] == [4.0, 6.0]
+    assert found["gen_ai_server_time_to_first_token_seconds_bucket"] == [1.0, 3.0, 4.0, 5.0]
 
 
 def test_gzip_and_json_bodies_are_taken_and_answered_in_json(client, migrated):
