@@ -68,7 +68,7 @@ from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.otlp import wire as otlp_wire
-from warehouse.ingest.otlp.delta import DeltaStreams
+from warehouse.ingest.otlp.delta import DeltaBatch, DeltaStreams
 from warehouse.ingest.otlp.metrics import MetricsWrite, metrics_to_write
 from warehouse.ingest.otlp.span_mapping import load_span_mapping
 from warehouse.ingest.otlp.spans import SpanRequests, spans_to_requests
@@ -717,7 +717,8 @@ class Receiver:
         written as the Remote-Write 2.0 request a Prometheus sender would have sent for
         them, down the same path, and committed before this returns."""
         started = time.perf_counter()
-        points = await asyncio.to_thread(self._points_of, raw, kind, tenant)
+        deltas = self._delta_streams.batch()
+        points = await asyncio.to_thread(self._points_of, raw, kind, tenant, deltas)
         answer = ExportMetricsServiceResponse()
         if points.body:
             tables, (decoded, too_old, pivot) = await asyncio.to_thread(
@@ -733,17 +734,25 @@ class Receiver:
             await self.committer.submit(tables, dedup_token=token)
             self._count_written(decoded)
             self._count_parts(pivot, written_at)
-            if too_old:
-                points.note(too_old, f"{too_old} points are older than the samples retention")
+            if too_old:  # exemplars: points older than the retention were refused before
+                points.note(too_old, f"{too_old} exemplars are older than the samples retention")
+        # Committed: the delta streams take the export's points (a refused or failed
+        # export moved none, so its retry is summed afresh).
+        self._delta_streams.commit(deltas)
         self.metrics.otlp_points_rejected.inc(points.rejected)
         if points.rejected:
             answer.partial_success.rejected_data_points = points.rejected
             answer.partial_success.error_message = "; ".join(points.reasons)
         return answer
 
-    def _points_of(self, raw: bytes, kind: str, tenant: str | None) -> MetricsWrite:
+    def _points_of(
+        self, raw: bytes, kind: str, tenant: str | None, deltas: DeltaBatch
+    ) -> MetricsWrite:
         request = otlp_wire.decode(raw, kind, ExportMetricsServiceRequest)
-        return metrics_to_write(request, self._delta_streams, tenant)
+        not_before = 0
+        if self.store.capabilities.ttl:
+            not_before = int(self._retention_cutoff().timestamp() * 1000) * 1_000_000
+        return metrics_to_write(request, deltas, tenant, not_before)
 
     def _spans_of(self, raw: bytes, kind: str) -> SpanRequests:
         request = otlp_wire.decode(raw, kind, ExportTraceServiceRequest)

@@ -18,7 +18,7 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2 as otlp
 
 from warehouse.ingest.otlp.delta import DeltaStreams, Overlap
 from warehouse.ingest.otlp.metric_names import label_name, le_value, metric_name
-from warehouse.ingest.otlp.metrics import metrics_to_write
+from warehouse.ingest.otlp.metrics import MAX_BUCKETS, MetricsWrite, metrics_to_write
 from warehouse.ingest.remote_write import decode_v2
 
 T0 = 1_764_849_600_000_000_000  # 2025-12-04T12:00:00Z, in ns
@@ -61,7 +61,10 @@ def number(value: float, at: int = T0, start: int = T0 - 10 * SECOND, **labels):
 
 def written(request: ExportMetricsServiceRequest, deltas: DeltaStreams | None = None):
     """The decoded write: {(name, labels): [values]}, histograms, the result."""
-    result = metrics_to_write(request, deltas if deltas is not None else DeltaStreams())
+    deltas = deltas if deltas is not None else DeltaStreams()
+    batch = deltas.batch()
+    result = metrics_to_write(request, batch)
+    deltas.commit(batch)  # as the receiver does once the export is committed
     decoded = decode_v2(result.body)
     names = decoded.series.to_pylist()
     by_id = {row["id"]: (row["metric_name"], dict(row["labels"])) for row in names}
@@ -109,6 +112,8 @@ class TestNames:
             ("jobs_total", "", False, True, "jobs_total"),
             ("http..server//duration", "ms", False, False, "http_server_duration_milliseconds"),
             ("9lives", "", True, False, "_9lives"),
+            ("cpu.time_total", "s", False, True, "cpu_time_seconds_total"),
+            ("wait", "µs", True, False, "wait_microseconds"),
         ],
     )
     def test_metric_names_follow_the_compatibility_rules(
@@ -423,8 +428,184 @@ class TestDeltas:
     def test_streams_are_bounded_and_the_oldest_go_first(self):
         deltas = DeltaStreams(max_streams=2)
         for key in "abc":
-            deltas.add(key, T0, T0 + 1, None, {"value": 1})
+            batch = deltas.batch()
+            batch.add(key, T0, T0 + 1, None, {"value": 1})
+            deltas.commit(batch)
         assert len(deltas) == 2
-        assert deltas.add("a", T0 + 1, T0 + 2, None, {"value": 1}) == (T0 + 1, {"value": 1})
+        batch = deltas.batch()
+        summed = batch.add("a", T0 + 1, T0 + 2, None, {"value": 1})  # "a" went: a new stream
+        assert (summed.start, summed.totals) == (T0 + 1, {"value": 1})
         with pytest.raises(Overlap):
-            deltas.add("c", T0, T0 + 5, None, {"value": 1})
+            batch.add("c", T0, T0 + 5, None, {"value": 1})
+
+    def test_streams_are_bounded_by_the_values_they_hold(self):
+        deltas = DeltaStreams(max_values=10)
+        for key in "ab":
+            batch = deltas.batch()
+            batch.add(key, T0, T0 + 1, None, {i: 1 for i in range(6)})
+            deltas.commit(batch)
+        assert len(deltas) == 1  # 12 values held is over 10: the older stream went
+
+    def test_a_refused_export_moves_no_stream(self):
+        deltas = DeltaStreams()
+        first = export(self.delta_sum(number(5, start=T0, at=T0 + SECOND)))
+        batch = deltas.batch()
+        metrics_to_write(first, batch)  # never committed: the store refused it
+        assert values_of(written(first, deltas)[0], "tokens_total") == [5]
+
+    def test_a_retried_export_of_several_points_of_a_stream_gives_each_its_totals(self):
+        deltas = DeltaStreams()
+        both = export(
+            self.delta_sum(
+                number(5, start=T0, at=T0 + SECOND),
+                number(3, start=T0 + SECOND, at=T0 + 2 * SECOND),
+            )
+        )
+        for _ in range(2):
+            samples, _, result = written(both, deltas)
+            assert values_of(samples, "tokens_total") == [5, 8]
+            assert result.rejected == 0
+
+
+class TestRefusals:
+    """A point that cannot be taken is refused whole; the rest of the export is taken."""
+
+    def native(self, **fields) -> otlp.Metric:
+        fields.setdefault("time_unix_nano", T0)
+        return otlp.Metric(
+            name="lat",
+            unit="s",
+            exponential_histogram=otlp.ExponentialHistogram(
+                data_points=[otlp.ExponentialHistogramDataPoint(**fields)],
+                aggregation_temporality=CUMULATIVE,
+            ),
+        )
+
+    def taken_and_refused(self, *metrics: otlp.Metric) -> tuple[dict, MetricsWrite]:
+        fine = otlp.Metric(name="up", gauge=otlp.Gauge(data_points=[number(1)]))
+        samples, _, result = written(export(fine, *metrics))
+        assert values_of(samples, "up") == [1.0]
+        return samples, result
+
+    def test_bucket_counts_too_large_for_a_native_histogram(self):
+        buckets = otlp.ExponentialHistogramDataPoint.Buckets(offset=0, bucket_counts=[2**64 - 1])
+        _, result = self.taken_and_refused(self.native(count=2**64 - 1, positive=buckets))
+        assert result.rejected == 1 and "too large" in result.reasons[0]
+
+    def test_more_buckets_than_the_limit(self):
+        buckets = otlp.ExponentialHistogramDataPoint.Buckets(
+            offset=0, bucket_counts=[1] * (MAX_BUCKETS + 1)
+        )
+        _, result = self.taken_and_refused(self.native(count=1, positive=buckets))
+        assert result.rejected == 1 and "buckets" in result.reasons[0]
+
+    def test_a_zero_threshold_that_is_not_a_positive_number(self):
+        _, result = self.taken_and_refused(self.native(count=1, zero_threshold=math.nan))
+        assert result.rejected == 1 and "zero threshold" in result.reasons[0]
+
+    def test_an_infinite_explicit_bound(self):
+        point = otlp.HistogramDataPoint(
+            time_unix_nano=T0, count=6, explicit_bounds=[1.0, math.inf], bucket_counts=[1, 2, 3]
+        )
+        metric = otlp.Metric(
+            name="h",
+            histogram=otlp.Histogram(data_points=[point], aggregation_temporality=CUMULATIVE),
+        )
+        _, result = self.taken_and_refused(metric)
+        assert result.rejected == 1 and "bounds" in result.reasons[0]
+
+    def test_a_series_another_metric_of_the_export_writes(self):
+        counter = otlp.Metric(
+            name="foo",
+            sum=otlp.Sum(
+                data_points=[number(1)], aggregation_temporality=CUMULATIVE, is_monotonic=True
+            ),
+        )
+        gauge = otlp.Metric(name="foo_total", gauge=otlp.Gauge(data_points=[number(2)]))
+        samples, result = self.taken_and_refused(counter, gauge)
+        assert values_of(samples, "foo_total") == [1.0]
+        assert result.rejected == 1 and "another metric" in result.reasons[0]
+
+    def test_a_delta_histogram_and_a_delta_native_one_of_one_name_keep_apart(self):
+        deltas = DeltaStreams()
+        explicit = otlp.Metric(
+            name="lat",
+            unit="s",
+            histogram=otlp.Histogram(
+                data_points=[
+                    otlp.HistogramDataPoint(
+                        start_time_unix_nano=T0,
+                        time_unix_nano=T0 + SECOND,
+                        count=1,
+                        explicit_bounds=[1.0, 2.0],
+                        bucket_counts=[1, 0, 0],
+                    )
+                ],
+                aggregation_temporality=DELTA,
+            ),
+        )
+        written(export(explicit), deltas)
+        native = self.native(
+            start_time_unix_nano=T0 + SECOND, time_unix_nano=T0 + 2 * SECOND, count=1, scale=2
+        )
+        native.exponential_histogram.aggregation_temporality = DELTA
+        _, decoded, result = written(export(native), deltas)
+        assert result.rejected == 0 and decoded.histograms.num_rows == 1
+
+    def test_points_older_than_the_retention(self):
+        old = otlp.Metric(name="old", gauge=otlp.Gauge(data_points=[number(1, at=T0 - SECOND)]))
+        result = metrics_to_write(export(old), DeltaStreams().batch(), not_before_ns=T0)
+        assert (result.body, result.rejected) == (b"", 1)
+        assert "retention" in result.reasons[0]
+
+
+class TestRescaledDeltas:
+    def test_after_a_finer_point_the_stream_stays_coarse_and_says_so(self):
+        deltas = DeltaStreams()
+        for start, scale, offset in ((T0, 2, 4), (T0 + SECOND, 5, 32)):
+            point = otlp.ExponentialHistogramDataPoint(
+                start_time_unix_nano=start,
+                time_unix_nano=start + SECOND,
+                count=1,
+                scale=scale,
+                positive=otlp.ExponentialHistogramDataPoint.Buckets(
+                    offset=offset, bucket_counts=[1]
+                ),
+            )
+            metric = otlp.Metric(
+                name="e2e",
+                exponential_histogram=otlp.ExponentialHistogram(
+                    data_points=[point], aggregation_temporality=DELTA
+                ),
+            )
+            _, decoded, _ = written(export(metric), deltas)
+        (native,) = decoded.histograms.to_pylist()
+        # Scale 5's bucket 32 is scale 2's bucket 4 (32 >> 3): both in one bucket, at 2.
+        assert native["schema"] == 2
+        assert (native["positive_span_offsets"], native["positive_counts"]) == ([5], [2])
+
+    def test_an_overlapping_point_of_another_scale_leaves_the_stream_as_it_was(self):
+        deltas = DeltaStreams()
+
+        def send(start, end, scale):
+            point = otlp.ExponentialHistogramDataPoint(
+                start_time_unix_nano=start,
+                time_unix_nano=end,
+                count=1,
+                scale=scale,
+                positive=otlp.ExponentialHistogramDataPoint.Buckets(offset=8, bucket_counts=[1]),
+            )
+            metric = otlp.Metric(
+                name="e2e",
+                exponential_histogram=otlp.ExponentialHistogram(
+                    data_points=[point], aggregation_temporality=DELTA
+                ),
+            )
+            return written(export(metric), deltas)
+
+        send(T0, T0 + SECOND, 5)
+        _, _, refused = send(T0 + 1, T0 + 3 * SECOND, 2)
+        assert refused.rejected == 1
+        _, decoded, _ = send(T0 + SECOND, T0 + 2 * SECOND, 5)
+        (native,) = decoded.histograms.to_pylist()
+        assert (native["schema"], native["count"]) == (5, 2)

@@ -7,33 +7,39 @@ point starting where the stream's last one ended. That rule is also what keeps a
 retried export from counting twice (docs/otlp.md, "Delta temporality"):
 
 * a point that starts where the stream ended is added;
-* the stream's last point sent again (same start and end) gives the same totals
-  again, which the store collapses into the sample it has;
-* a point that starts after the stream ended (points went missing, or the sender
-  restarted) or has another shape that cannot be brought to the stream's (other
-  bucket bounds) starts a new stream, from that point's start: a counter reset, which
-  ``rate`` reads as one (exponential histograms of another scale are both brought to
-  the coarser one);
-* a point that starts before the stream ended and is not the last one again cannot be
-  placed, and is refused.
+* one of the stream's last few points sent again (same start and end) gives the totals
+  it gave then, which the store collapses into the sample it has;
+* a point that starts after the stream ended (points went missing, came out of order,
+  or the sender restarted) starts a new stream from its own start: a counter reset,
+  which ``rate`` reads as one. So does a point of a shape the stream's cannot be brought
+  to (other bucket bounds); exponential histograms of another scale are both brought to
+  the coarser one;
+* a point that starts inside what the stream has summed, and is not one of its last
+  points again, cannot be placed and is refused.
 
-The streams live in the receiver's memory, at most ``max_streams`` of them (the least
-recently written go first; their next point starts a new stream). After a restart
-every stream starts anew, as a sender's own restart would.
+An export's points are summed in a :class:`DeltaBatch`, which the streams take only
+once the export is committed (:meth:`DeltaStreams.commit`): a refused or failed export
+moves no stream, so its retry is summed as if it came the first time.
+
+The streams live in the receiver's memory, bounded in number and in values held (the
+least recently written go first; their next point starts a new stream). After a
+restart every stream starts anew, as a sender's own restart would.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["DeltaStreams", "Overlap"]
+__all__ = ["DeltaBatch", "DeltaStreams", "Overlap"]
 
 Totals = dict[Hashable, float]
 Reshape = Callable[[Totals, Hashable, Mapping, Hashable], tuple[Totals, Mapping, Hashable] | None]
 """(totals, their shape, a point's values, its shape) -> both in one shape, or None."""
+RECENT = 8
+"""Points of a stream remembered, so a retried export of several gives each its totals."""
 
 
 class Overlap(Exception):
@@ -41,27 +47,78 @@ class Overlap(Exception):
 
 
 @dataclass
+class Summed:
+    """A delta point's place in its stream: what to write for it."""
+
+    start: int
+    """Nanoseconds: when the cumulative stream began (the samples' start time)."""
+    totals: Totals
+    shape: Hashable
+    """The shape the totals are in (an exponential histogram's may be coarser now)."""
+
+
+@dataclass
 class _Stream:
     start: int
-    """Nanoseconds: when the cumulative stream began."""
     end: int
     """Nanoseconds: the end of the last point summed."""
-    last_start: int
-    """The start of the last point summed (its retry is recognised)."""
     shape: Hashable
     totals: Totals
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+    """(start, end, Summed) of the last points summed."""
+
+    def copy(self) -> _Stream:
+        return _Stream(self.start, self.end, self.shape, dict(self.totals), deque(self.recent))
+
+    def took(self, start: int, end: int) -> Summed:
+        summed = Summed(self.start, dict(self.totals), self.shape)
+        self.recent.append((start, end, summed))
+        return summed
 
 
 class DeltaStreams:
     """The running totals of delta streams, safe to use from several threads."""
 
-    def __init__(self, max_streams: int = 200_000):
+    def __init__(self, max_streams: int = 200_000, max_values: int = 4_000_000):
         self.max_streams = max_streams
+        self.max_values = max_values
+        """Totals held across all streams (a histogram's buckets each count)."""
         self._streams: OrderedDict[Hashable, _Stream] = OrderedDict()
+        self._values = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._streams)
+
+    def batch(self) -> DeltaBatch:
+        """An export's points, summed apart until :meth:`commit`."""
+        return DeltaBatch(self)
+
+    def commit(self, batch: DeltaBatch) -> None:
+        """Take an export's streams, once the export is committed."""
+        with self._lock:
+            for key, stream in batch.touched.items():
+                old = self._streams.pop(key, None)
+                self._values += len(stream.totals) - (len(old.totals) if old else 0)
+                self._streams[key] = stream
+            while self._streams and (
+                len(self._streams) > self.max_streams or self._values > self.max_values
+            ):
+                _, gone = self._streams.popitem(last=False)
+                self._values -= len(gone.totals)
+
+    def _copy(self, key: Hashable) -> _Stream | None:
+        with self._lock:
+            stream = self._streams.get(key)
+            return None if stream is None else stream.copy()
+
+
+class DeltaBatch:
+    """The delta points of one export, summed onto copies of their streams."""
+
+    def __init__(self, streams: DeltaStreams):
+        self._streams = streams
+        self.touched: dict[Hashable, _Stream] = {}
 
     def add(
         self,
@@ -71,33 +128,33 @@ class DeltaStreams:
         shape: Hashable,
         values: Mapping,
         reshape: Reshape | None = None,
-    ) -> tuple[int, Totals]:
-        """Sum one delta point (``start``/``end`` in ns) into stream ``key``; returns the
-        stream's start and its totals after the point. Raises :class:`Overlap`.
-
-        ``reshape`` brings a stream's totals and a point of another shape to one shape.
-        """
-        with self._lock:
-            stream = self._streams.get(key)
-            if stream is not None and stream.shape != shape and reshape is not None:
-                both = reshape(stream.totals, stream.shape, values, shape)
-                if both is not None:
-                    stream.totals, values, shape = both
-                    stream.shape = shape
-            if stream is None or stream.shape != shape or start > stream.end:
-                stream = _Stream(start, end, start, shape, dict(values))
-            elif start == stream.end and end > start:
-                totals = stream.totals
-                for name, value in values.items():
-                    totals[name] = totals.get(name, 0) + value
-                stream.last_start, stream.end = start, end
-            elif start != stream.last_start or end != stream.end:
-                raise Overlap(
-                    f"a delta point from {start} to {end} ns overlaps its stream, "
-                    f"summed up to {stream.end} ns"
-                )
-            self._streams[key] = stream
-            self._streams.move_to_end(key)
-            while len(self._streams) > self.max_streams:
-                self._streams.popitem(last=False)
-            return stream.start, dict(stream.totals)
+    ) -> Summed:
+        """Sum one delta point (``start``/``end`` in ns) into stream ``key``. Raises
+        :class:`Overlap`. ``reshape`` brings a stream and a point of another shape to one."""
+        if end <= start:
+            raise Overlap(f"a delta point must end after it starts ({start} to {end} ns)")
+        stream = self.touched.get(key) or self._streams._copy(key)
+        if stream is not None:
+            for seen_start, seen_end, summed in stream.recent:
+                if (seen_start, seen_end) == (start, end):
+                    return summed  # sent again: what it gave the first time
+            if start == stream.end and stream.shape != shape:
+                both = reshape(stream.totals, stream.shape, values, shape) if reshape else None
+                if both is None:
+                    stream = None  # cannot be brought together: a new stream
+                else:
+                    stream.totals, values, stream.shape = both
+                    shape = stream.shape
+        if stream is not None and start == stream.end:
+            for name, value in values.items():
+                stream.totals[name] = stream.totals.get(name, 0) + value
+            stream.end = end
+        elif stream is None or start > stream.end:
+            stream = _Stream(start, end, shape, dict(values))
+        else:
+            raise Overlap(
+                f"a delta point from {start} to {end} ns overlaps its stream, "
+                f"summed up to {stream.end} ns"
+            )
+        self.touched[key] = stream
+        return stream.took(start, end)

@@ -89,8 +89,12 @@ class OtlpGrpcServer:
         )
         server.add_generic_rpc_handlers(
             (
-                self._service(TRACES_SERVICE, "export_traces", ExportTraceServiceResponse),
-                self._service(METRICS_SERVICE, "export_metrics", ExportMetricsServiceResponse),
+                self._service(
+                    TRACES_SERVICE, self.receiver.export_traces, ExportTraceServiceResponse
+                ),
+                self._service(
+                    METRICS_SERVICE, self.receiver.export_metrics, ExportMetricsServiceResponse
+                ),
             )
         )
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -110,13 +114,12 @@ class OtlpGrpcServer:
             self._server = None
 
     def _service(
-        self, service: str, export: str, response: type[Message]
+        self, service: str, export: Export, response: type[Message]
     ) -> grpc.GenericRpcHandler:
         method = f"/{service}/Export"
 
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
-            # Looked up per call: the receiver's method is its own to add or rename.
-            return await self._export(method, getattr(self.receiver, export), raw, context)
+            return await self._export(method, export, raw, context)
 
         # No request deserializer: the handler gets grpc's bytes as they came.
         rpc = grpc.unary_unary_rpc_method_handler(

@@ -30,6 +30,7 @@ _UNITS = {
     "s": "seconds",
     "ms": "milliseconds",
     "us": "microseconds",
+    "µs": "microseconds",
     "ns": "nanoseconds",
     "By": "bytes",
     "KiBy": "kibibytes",
@@ -67,9 +68,31 @@ _UNDERSCORES = re.compile(r"__+")
 _ANNOTATION = re.compile(r"\{[^}]*\}")
 
 
-@lru_cache(maxsize=4096)
+_CACHED = 256
+"""Names up to this long are remembered (a sender's names repeat in every export);
+longer ones, rare and refused by the write limits soon after, are not kept."""
+
+
 def prometheus_unit(unit: str, gauge: bool) -> str:
     """The unit words of an OTLP ``unit`` (empty when it has none for Prometheus)."""
+    return _unit(unit, gauge) if len(unit) <= _CACHED else _unit.__wrapped__(unit, gauge)
+
+
+def metric_name(name: str, unit: str, *, gauge: bool, counter: bool) -> str:
+    """The Prometheus metric name of an OTLP metric (the family's name, before the
+    ``_bucket``, ``_sum`` and ``_count`` of histograms and summaries)."""
+    if len(name) + len(unit) <= _CACHED:
+        return _metric_name(name, unit, gauge, counter)
+    return _metric_name.__wrapped__(name, unit, gauge, counter)
+
+
+def label_name(key: str) -> str:
+    """The Prometheus label name of an attribute key (``http.route`` -> ``http_route``)."""
+    return _label_name(key) if len(key) <= _CACHED else _label_name.__wrapped__(key)
+
+
+@lru_cache(maxsize=4096)
+def _unit(unit: str, gauge: bool) -> str:
     unit = _ANNOTATION.sub("", unit).strip()
     if unit == "1":
         return "ratio" if gauge else ""
@@ -81,12 +104,12 @@ def prometheus_unit(unit: str, gauge: bool) -> str:
 
 
 @lru_cache(maxsize=4096)
-def metric_name(name: str, unit: str, *, gauge: bool, counter: bool) -> str:
-    """The Prometheus metric name of an OTLP metric (the family's name, before the
-    ``_bucket``, ``_sum`` and ``_count`` of histograms and summaries)."""
+def _metric_name(name: str, unit: str, gauge: bool, counter: bool) -> str:
     result = _UNDERSCORES.sub("_", _NOT_NAME.sub("_", name))
     if result[:1].isdigit():
         result = f"_{result}"
+    if counter and result.endswith("_total"):  # the unit goes before it
+        result = result.removesuffix("_total")
     suffix = prometheus_unit(unit, gauge)
     tokens = result.split("_")
     if suffix and not _holds(tokens, suffix.split("_")):
@@ -97,8 +120,7 @@ def metric_name(name: str, unit: str, *, gauge: bool, counter: bool) -> str:
 
 
 @lru_cache(maxsize=4096)
-def label_name(key: str) -> str:
-    """The Prometheus label name of an attribute key (``http.route`` -> ``http_route``)."""
+def _label_name(key: str) -> str:
     result = _UNDERSCORES.sub("_", _NOT_LABEL.sub("_", key))
     if result[:1].isdigit():
         result = f"key_{result}"

@@ -18,6 +18,9 @@ of the same series are one series.
   ``target_info`` series. The scope's name and version are ``otel_scope_name`` and
   ``otel_scope_version``.
 * Exemplars on histograms and monotonic sums are kept, with ``trace_id`` and ``span_id``.
+
+Each data point is written whole or refused whole (counted, with a reason, for OTLP's
+partial success): its series are planned first, then checked, then written.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import base64
 import json
 import math
 import struct
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -36,10 +39,11 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as otlp
 
 from warehouse.ingest import proto
-from warehouse.ingest.otlp.delta import DeltaStreams, Overlap
+from warehouse.ingest.otlp import native_histograms
+from warehouse.ingest.otlp.delta import DeltaBatch, Overlap, Summed
 from warehouse.ingest.otlp.metric_names import label_name, le_value, metric_name, prometheus_unit
 
-__all__ = ["MetricsWrite", "metrics_to_write"]
+__all__ = ["MAX_BUCKETS", "MetricsWrite", "attribute_text", "metrics_to_write"]
 
 _DELTA = otlp.AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
 _CUMULATIVE = otlp.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
@@ -49,7 +53,13 @@ _STALE_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 _MIN_SCALE, _MAX_SCALE = -4, 8
 """The native histogram schemas Prometheus takes."""
 _DEFAULT_ZERO_THRESHOLD = 1e-128
+MAX_BUCKETS = 4096
+"""Most buckets (or explicit bounds) one histogram point may have on a side; the SDKs
+default to 160 exponential buckets. Above it the point is refused: every bucket costs
+memory here and a series or a column entry in the store."""
+_INT64, _UINT64 = 2**63, 2**64
 _RESOURCE_LABELS = ("service.name", "service.namespace", "service.instance.id")
+_TARGET_LABELS = ("job", "instance")
 
 _Meta = proto.V2.Metadata
 _COUNTER, _GAUGE = _Meta.METRIC_TYPE_COUNTER, _Meta.METRIC_TYPE_GAUGE
@@ -71,17 +81,21 @@ class MetricsWrite:
 
     def note(self, count: int, reason: str) -> None:
         self.rejected += count
-        if len(self.reasons) < 3:
+        if count and len(self.reasons) < 3:
             self.reasons.append(reason)
 
 
 def metrics_to_write(
-    request: ExportMetricsServiceRequest, deltas: DeltaStreams, tenant: str | None = None
+    request: ExportMetricsServiceRequest,
+    deltas: DeltaBatch,
+    tenant: str | None = None,
+    not_before_ns: int = 0,
 ) -> MetricsWrite:
     """The points of ``request`` as a Remote-Write 2.0 request (see the module's rules).
 
-    ``deltas`` holds the running totals of delta streams; ``tenant`` keeps one tenant's
-    streams apart from another's.
+    ``deltas`` sums delta points into their streams (the caller commits it with the
+    export); ``tenant`` keeps one tenant's streams apart from another's. Points older
+    than ``not_before_ns`` (the samples retention) are refused.
     """
     out = _Request()
     result = MetricsWrite(b"")
@@ -96,14 +110,13 @@ def metrics_to_write(
             if scope_metrics.scope.version:
                 scope["otel_scope_version"] = scope_metrics.scope.version
             for metric in scope_metrics.metrics:
-                taken = _Metric(metric, scope, out, deltas, tenant, result)
-                latest = max(latest, taken.convert())
-        info = {k: v for k, v in resource.items() if k not in _RESOURCE_LABELS}
-        if info and latest:
-            labels = {**target, **_labels_of(info.items())}
-            labels["__name__"] = "target_info"
-            series = out.series(labels, _GAUGE, "Target metadata", "")
-            series.samples.add(value=1.0, timestamp=latest // 1_000_000)
+                converted = _Metric(metric, scope, out, deltas, tenant, result, not_before_ns)
+                latest = max(latest, converted.convert())
+        info = _labels_of((k, v) for k, v in resource.items() if k not in _RESOURCE_LABELS)
+        info = {k: v for k, v in info.items() if k not in _TARGET_LABELS}
+        if info and latest:  # the target's labels win: target_info joins its series by them
+            labels = {**info, **target, "__name__": "target_info"}
+            out.write([_Write(labels, 1.0, latest)], ("target_info", _GAUGE), "Target metadata", "")
     if out.request.timeseries:
         result.body = out.request.SerializeToString()
     return result
@@ -119,40 +132,80 @@ def attribute_text(value: AnyValue) -> str:
         return "true" if plain else "false"
     if isinstance(plain, float):
         return le_value(plain) if math.isfinite(plain) else repr(plain)
-    if plain is None:
-        return ""
-    return json.dumps(plain, separators=(",", ":")) if not isinstance(plain, int) else str(plain)
+    if isinstance(plain, int):
+        return str(plain)
+    return "" if plain is None else json.dumps(plain, separators=(",", ":"))
+
+
+class _Refused(Exception):
+    """A data point that cannot be taken (the message says why)."""
+
+
+@dataclass
+class _Write:
+    """One sample (``value``) or native histogram (``native``) of a planned point."""
+
+    labels: dict[str, str]
+    value: float | None
+    at_ns: int
+    start_ns: int = 0
+    native: dict | None = None
+    exemplars: list[otlp.Exemplar] = field(default_factory=list)
 
 
 class _Request:
-    """A Remote-Write 2.0 request being built: its symbols and one series per label set."""
+    """A Remote-Write 2.0 request being built: its symbols, one series per label set,
+    and which metric each series belongs to."""
 
     def __init__(self) -> None:
         self.request = proto.V2.Request()
         self.request.symbols.append("")
         self._symbols: dict[str, int] = {"": 0}
-        self._series: dict[tuple, object] = {}
+        self._series: dict[tuple, tuple[object, tuple]] = {}
 
-    def ref(self, text: str) -> int:
+    def write(self, writes: list[_Write], owner: tuple, help_text: str, unit: str) -> None:
+        """Write a point's series; :class:`_Refused` (nothing written) when one of them
+        belongs to another metric (the same name from metrics of other types)."""
+        keys = [tuple(sorted(w.labels.items())) for w in writes]
+        for key in keys:
+            found = self._series.get(key)
+            if found is not None and found[1] != owner:
+                name = dict(key)["__name__"]
+                raise _Refused(f"series {name!r} is written by another metric of this export")
+        for key, w in zip(keys, writes, strict=True):
+            series = self._get(key, owner, help_text, unit)
+            if w.native is not None:
+                series.histograms.add(**w.native)
+            else:
+                series.samples.add(
+                    value=float(w.value),
+                    timestamp=w.at_ns // 1_000_000,
+                    start_timestamp=w.start_ns // 1_000_000,
+                )
+            for exemplar in w.exemplars:
+                self._exemplar(series, exemplar, w.at_ns)
+
+    def _get(self, key: tuple, owner: tuple, help_text: str, unit: str):
+        found = self._series.get(key)
+        if found is not None:
+            return found[0]
+        series = self.request.timeseries.add()
+        for name, value in key:
+            series.labels_refs.extend((self._ref(name), self._ref(value)))
+        series.metadata.type = owner[1]
+        series.metadata.help_ref = self._ref(help_text)
+        series.metadata.unit_ref = self._ref(unit)
+        self._series[key] = (series, owner)
+        return series
+
+    def _ref(self, text: str) -> int:
         ref = self._symbols.get(text)
         if ref is None:
             ref = self._symbols[text] = len(self._symbols)
             self.request.symbols.append(text)
         return ref
 
-    def series(self, labels: dict[str, str], kind: int, help_text: str, unit: str):
-        key = tuple(sorted(labels.items()))
-        series = self._series.get(key)
-        if series is None:
-            series = self._series[key] = self.request.timeseries.add()
-            for name, value in key:
-                series.labels_refs.extend((self.ref(name), self.ref(value)))
-            series.metadata.type = kind
-            series.metadata.help_ref = self.ref(help_text)
-            series.metadata.unit_ref = self.ref(unit)
-        return series
-
-    def exemplar(self, series, exemplar: otlp.Exemplar) -> None:
+    def _exemplar(self, series, exemplar: otlp.Exemplar, point_ns: int) -> None:
         labels = _labels_of(
             (kv.key, attribute_text(kv.value)) for kv in exemplar.filtered_attributes
         )
@@ -161,317 +214,241 @@ class _Request:
         if exemplar.span_id:
             labels["span_id"] = exemplar.span_id.hex()
         added = series.exemplars.add(
-            value=_number(exemplar), timestamp=exemplar.time_unix_nano // 1_000_000
+            value=_number(exemplar),
+            # Remote write 2.0 needs a time; an exemplar without one is the point's.
+            timestamp=(exemplar.time_unix_nano or point_ns) // 1_000_000,
         )
         for name, value in sorted(labels.items()):
-            added.labels_refs.extend((self.ref(name), self.ref(value)))
+            added.labels_refs.extend((self._ref(name), self._ref(value)))
 
 
 class _Metric:
-    """One OTLP metric's points, written into a :class:`_Request`."""
+    """One OTLP metric's points, planned and written into a :class:`_Request`."""
 
     def __init__(
         self,
         metric: otlp.Metric,
         scope: dict[str, str],
         out: _Request,
-        deltas: DeltaStreams,
+        deltas: DeltaBatch,
         tenant: str | None,
         result: MetricsWrite,
+        not_before_ns: int,
     ) -> None:
         self.metric, self.scope, self.out = metric, scope, out
         self.deltas, self.tenant, self.result = deltas, tenant, result
+        self.not_before_ns = not_before_ns
         self.latest = 0
 
     def convert(self) -> int:
         """Write the metric's points; returns the latest point time (ns), 0 for none."""
         metric = self.metric
         kind = metric.WhichOneof("data")
-        if not metric.name:
-            self.result.note(_count_points(metric), "a metric with no name")
-        elif kind == "gauge":
-            unknown = _prometheus_type(metric) == "unknown"
-            self._numbers(metric.gauge.data_points, _UNKNOWN if unknown else _GAUGE, None)
-        elif kind == "sum":
-            total = metric.sum.is_monotonic
-            self._numbers(
-                metric.sum.data_points,
-                _COUNTER if total else _GAUGE,
-                metric.sum.aggregation_temporality,
-            )
-        elif kind == "histogram":
-            self._histograms(metric.histogram)
-        elif kind == "exponential_histogram":
-            self._native_histograms(metric.exponential_histogram)
-        elif kind == "summary":
-            self._summaries(metric.summary.data_points)
-        else:
-            self.result.note(0, f"metric {metric.name!r} has no data")
+        if kind is None:
+            return 0  # no points: nothing to take or refuse
+        data = getattr(metric, kind)
+        plan, metric_type = {
+            "gauge": (self._gauge, _UNKNOWN if _prometheus_type(metric) == "unknown" else _GAUGE),
+            "sum": (self._sum, _COUNTER if metric.sum.is_monotonic else _GAUGE),
+            "histogram": (self._histogram, _HISTOGRAM),
+            "exponential_histogram": (self._native, _HISTOGRAM),
+            "summary": (self._summary, _SUMMARY),
+        }[kind]
+        name = metric_name(
+            metric.name,
+            metric.unit,
+            gauge=metric_type in (_GAUGE, _UNKNOWN),
+            counter=metric_type == _COUNTER,
+        )
+        unit = prometheus_unit(metric.unit, metric_type in (_GAUGE, _UNKNOWN))
+        temporality = getattr(data, "aggregation_temporality", _CUMULATIVE)
+        owner = (name, metric_type)
+        for point in data.data_points:
+            try:
+                if not metric.name:
+                    raise _Refused("a metric with no name")
+                if temporality not in (_DELTA, _CUMULATIVE):
+                    raise _Refused("no aggregation temporality")
+                if not point.time_unix_nano:
+                    raise _Refused("a data point with no time")
+                if point.time_unix_nano < self.not_before_ns:
+                    raise _Refused("a data point older than the samples retention")
+                labels = self._labels(point, name)
+                writes = plan(point, labels, name, temporality == _DELTA)
+                self.out.write(writes, owner, metric.description, unit)
+            except _Refused as exc:
+                self.result.note(1, f"metric {metric.name!r}: {exc}")
+                continue
+            self.result.points += 1
+            self.latest = max(self.latest, point.time_unix_nano)
         return self.latest
 
-    # -- kinds ----------------------------------------------------------------------------
+    # -- one plan per kind: the series a point becomes ------------------------------------
 
-    def _numbers(self, points, kind: int, temporality: int | None) -> None:
-        name = self._name(kind)
-        for point in points:
-            labels = self._labels(point, name)
-            if labels is None:
-                continue
-            value, start = _number(point), point.start_time_unix_nano
-            if temporality == _DELTA:
-                summed = self._summed(point, labels, None, {"value": value})
-                if summed is None:
-                    continue
-                start, totals = summed
-                value = totals["value"]
-            elif temporality not in (None, _CUMULATIVE):
-                self._refuse(point, "a sum with no aggregation temporality")
-                continue
-            if point.flags & _NO_RECORDED_VALUE:
-                value = _STALE_NAN
-            series = self._series(labels, kind)
-            self._sample(series, value, point.time_unix_nano, start if kind == _COUNTER else 0)
-            if kind == _COUNTER:
-                for exemplar in point.exemplars:
-                    self.out.exemplar(series, exemplar)
-            self.result.points += 1
+    def _gauge(self, point, labels, name, delta) -> list[_Write]:
+        return [_Write(labels, _stale_or(point, _number(point)), point.time_unix_nano)]
 
-    def _histograms(self, histogram: otlp.Histogram) -> None:
-        name = self._name(_HISTOGRAM)
-        for point in histogram.data_points:
-            labels = self._labels(point, name)
-            if labels is None:
-                continue
-            counts = list(point.bucket_counts)
-            bounds = list(point.explicit_bounds) if counts else []  # no buckets: only +Inf
-            if counts and len(counts) != len(bounds) + 1:
-                self._refuse(point, f"{len(counts)} bucket counts for {len(bounds)} bounds")
-                continue
-            if bounds != sorted(set(bounds)) or any(math.isnan(b) for b in bounds):
-                self._refuse(point, "explicit bounds are not strictly increasing")
-                continue
-            count, total, start = point.count, point.sum, point.start_time_unix_nano
-            if histogram.aggregation_temporality == _DELTA:
-                values = {"count": count, "sum": total, **dict(enumerate(counts))}
-                summed = self._summed(point, labels, tuple(bounds), values)
-                if summed is None:
-                    continue
-                start, totals = summed
-                count, total = totals["count"], totals["sum"]
-                counts = [totals.get(i, 0) for i in range(len(counts))]
-            elif histogram.aggregation_temporality != _CUMULATIVE:
-                self._refuse(point, "a histogram with no aggregation temporality")
-                continue
-            stale = bool(point.flags & _NO_RECORDED_VALUE)
-            at = point.time_unix_nano
-            running = 0
-            buckets = []
-            for bound, bucket in zip([*bounds, math.inf], counts or [count], strict=False):
-                running += bucket
-                series = self._series(
-                    {**labels, "__name__": f"{name}_bucket", "le": le_value(bound)}, _HISTOGRAM
-                )
-                self._sample(series, _STALE_NAN if stale else running, at, start)
-                buckets.append((bound, series))
-            self._sample(
-                self._series({**labels, "__name__": f"{name}_count"}, _HISTOGRAM),
-                _STALE_NAN if stale else count,
-                at,
+    def _sum(self, point, labels, name, delta) -> list[_Write]:
+        value, start = _number(point), point.start_time_unix_nano
+        if delta:
+            summed = self._summed(point, labels, "sum", None, {"value": value})
+            value, start = summed.totals["value"], summed.start
+        if not self.metric.sum.is_monotonic:
+            return [_Write(labels, _stale_or(point, value), point.time_unix_nano)]
+        return [
+            _Write(
+                labels,
+                _stale_or(point, value),
+                point.time_unix_nano,
                 start,
+                exemplars=list(point.exemplars),
             )
-            if point.HasField("sum") or total:
-                self._sample(
-                    self._series({**labels, "__name__": f"{name}_sum"}, _HISTOGRAM),
-                    _STALE_NAN if stale else total,
-                    at,
-                    start,
-                )
-            for exemplar in point.exemplars:
-                value = _number(exemplar)
-                series = next(s for bound, s in buckets if value <= bound or bound == math.inf)
-                self.out.exemplar(series, exemplar)
-            self.result.points += 1
+        ]
 
-    def _native_histograms(self, histogram: otlp.ExponentialHistogram) -> None:
-        name = self._name(_HISTOGRAM)
-        for point in histogram.data_points:
-            labels = self._labels(point, name)
-            if labels is None:
-                continue
-            if point.scale < _MIN_SCALE:
-                self._refuse(point, f"scale {point.scale} is below Prometheus's {_MIN_SCALE}")
-                continue
-            scale = min(point.scale, _MAX_SCALE)
-            positive = _buckets(point.positive, point.scale - scale)
-            negative = _buckets(point.negative, point.scale - scale)
-            zero_threshold = point.zero_threshold or _DEFAULT_ZERO_THRESHOLD
-            count, total, zero = point.count, point.sum, point.zero_count
-            start = point.start_time_unix_nano
-            if histogram.aggregation_temporality == _DELTA:
-                values = {
-                    "count": count,
-                    "sum": total,
-                    "zero": zero,
-                    **{("p", i): c for i, c in positive.items()},
-                    **{("n", i): c for i, c in negative.items()},
-                }
-                summed = self._summed(
-                    point, labels, (scale, zero_threshold), values, _coarser_scale
-                )
-                if summed is None:
-                    continue
-                start, totals = summed
-                count, total, zero = totals["count"], totals["sum"], totals["zero"]
-                positive = {
-                    k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "p"
-                }
-                negative = {
-                    k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "n"
-                }
-            elif histogram.aggregation_temporality != _CUMULATIVE:
-                self._refuse(point, "a histogram with no aggregation temporality")
-                continue
-            series = self._series(labels, _HISTOGRAM)
-            native = series.histograms.add(
-                schema=scale,
-                zero_threshold=zero_threshold,
-                zero_count_int=int(zero),
-                sum=total,
-                timestamp=point.time_unix_nano // 1_000_000,
-                start_timestamp=start // 1_000_000,
+    def _histogram(self, point, labels, name, delta) -> list[_Write]:
+        counts = list(point.bucket_counts)
+        bounds = list(point.explicit_bounds) if counts else []  # no buckets: only +Inf
+        if len(bounds) > MAX_BUCKETS:
+            raise _Refused(f"{len(bounds)} bucket bounds, more than {MAX_BUCKETS}")
+        if counts and len(counts) != len(bounds) + 1:
+            raise _Refused(f"{len(counts)} bucket counts for {len(bounds)} bounds")
+        if not all(math.isfinite(b) for b in bounds) or bounds != sorted(set(bounds)):
+            raise _Refused("explicit bounds are not finite and strictly increasing")
+        count, total, start = point.count, point.sum, point.start_time_unix_nano
+        if delta:
+            values = {"count": count, "sum": total, **dict(enumerate(counts))}
+            summed = self._summed(point, labels, "histogram", tuple(bounds), values)
+            count, total, start = summed.totals["count"], summed.totals["sum"], summed.start
+            counts = [summed.totals.get(i, 0) for i in range(len(counts))]
+        labels = {k: v for k, v in labels.items() if k != "le"}  # the buckets' own label
+        at = point.time_unix_nano
+        writes, running = [], 0
+        for bound, bucket in zip(bounds, counts, strict=False):
+            running += bucket
+            bucket_labels = {**labels, "__name__": f"{name}_bucket", "le": le_value(bound)}
+            writes.append(_Write(bucket_labels, _stale_or(point, running), at, start))
+        # +Inf is the count, as every bucket's upper bound is.
+        infinite = {**labels, "__name__": f"{name}_bucket", "le": "+Inf"}
+        writes.append(_Write(infinite, _stale_or(point, count), at, start))
+        for exemplar in point.exemplars:  # on the bucket the value falls in
+            value = _number(exemplar)
+            index = next((i for i, b in enumerate(bounds) if value <= b), len(bounds))
+            writes[index].exemplars.append(exemplar)
+        writes.append(
+            _Write({**labels, "__name__": f"{name}_count"}, _stale_or(point, count), at, start)
+        )
+        if point.HasField("sum") or total:
+            writes.append(
+                _Write({**labels, "__name__": f"{name}_sum"}, _stale_or(point, total), at, start)
             )
-            if point.flags & _NO_RECORDED_VALUE:
-                native.count_float = native.sum = _STALE_NAN
-            else:
-                native.count_int = int(count)
-            _spans(positive, native.positive_spans, native.positive_deltas)
-            _spans(negative, native.negative_spans, native.negative_deltas)
-            for exemplar in point.exemplars:
-                self.out.exemplar(series, exemplar)
-            self.latest = max(self.latest, point.time_unix_nano)
-            self.result.points += 1
+        return writes
 
-    def _summaries(self, points) -> None:
-        name = self._name(_SUMMARY)
-        for point in points:
-            labels = self._labels(point, name)
-            if labels is None:
-                continue
-            stale = bool(point.flags & _NO_RECORDED_VALUE)
-            at, start = point.time_unix_nano, point.start_time_unix_nano
-            for quantile in point.quantile_values:
-                series = self._series({**labels, "quantile": le_value(quantile.quantile)}, _SUMMARY)
-                self._sample(series, _STALE_NAN if stale else quantile.value, at, 0)
-            self._sample(
-                self._series({**labels, "__name__": f"{name}_count"}, _SUMMARY),
-                _STALE_NAN if stale else point.count,
-                at,
-                start,
+    def _native(self, point, labels, name, delta) -> list[_Write]:
+        if point.scale < _MIN_SCALE:
+            raise _Refused(f"scale {point.scale} is below Prometheus's {_MIN_SCALE}")
+        widest = max(len(point.positive.bucket_counts), len(point.negative.bucket_counts))
+        if widest > MAX_BUCKETS:
+            raise _Refused(f"{widest} buckets on a side, more than {MAX_BUCKETS}")
+        threshold = point.zero_threshold or _DEFAULT_ZERO_THRESHOLD
+        if not (math.isfinite(threshold) and threshold > 0):
+            raise _Refused(f"zero threshold {point.zero_threshold!r}")
+        scale = min(point.scale, _MAX_SCALE)
+        shift = point.scale - scale
+        positive = native_histograms.from_otlp(
+            point.positive.offset, point.positive.bucket_counts, shift
+        )
+        negative = native_histograms.from_otlp(
+            point.negative.offset, point.negative.bucket_counts, shift
+        )
+        count, total, zero = point.count, point.sum, point.zero_count
+        start = point.start_time_unix_nano
+        if delta:
+            values = {
+                "count": count,
+                "sum": total,
+                "zero": zero,
+                **{("p", i): c for i, c in positive.items()},
+                **{("n", i): c for i, c in negative.items()},
+            }
+            summed = self._summed(
+                point, labels, "native", (scale, threshold), values,
+                native_histograms.coarser_scale,
+            )  # fmt: skip
+            totals, (scale, threshold) = summed.totals, summed.shape
+            count, total, zero, start = totals["count"], totals["sum"], totals["zero"], summed.start
+            positive = {k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "p"}
+            negative = {k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "n"}
+        native = {
+            "schema": scale,
+            "zero_threshold": threshold,
+            "zero_count_int": zero,
+            "sum": total,
+            "timestamp": point.time_unix_nano // 1_000_000,
+            "start_timestamp": start // 1_000_000,
+        }
+        if point.flags & _NO_RECORDED_VALUE:
+            native["count_float"] = native["sum"] = _STALE_NAN
+        else:
+            native["count_int"] = count
+        for sign, buckets in (("positive", positive), ("negative", negative)):
+            spans, deltas = native_histograms.spans_and_deltas(buckets)
+            native[f"{sign}_spans"] = [{"offset": o, "length": n} for o, n in spans]
+            native[f"{sign}_deltas"] = deltas
+        if not (
+            count < _UINT64
+            and zero < _UINT64
+            and all(-_INT64 <= d < _INT64 for d in native["positive_deltas"])
+            and all(-_INT64 <= d < _INT64 for d in native["negative_deltas"])
+        ):
+            raise _Refused("a bucket count too large for a native histogram")
+        write = _Write(labels, None, point.time_unix_nano, native=native)
+        write.exemplars.extend(point.exemplars)
+        return [write]
+
+    def _summary(self, point, labels, name, delta) -> list[_Write]:
+        labels = {k: v for k, v in labels.items() if k != "quantile"}  # the series' own label
+        at, start = point.time_unix_nano, point.start_time_unix_nano
+        writes = [
+            _Write({**labels, "quantile": le_value(q.quantile)}, _stale_or(point, q.value), at)
+            for q in point.quantile_values
+        ]
+        writes.append(
+            _Write(
+                {**labels, "__name__": f"{name}_count"}, _stale_or(point, point.count), at, start
             )
-            self._sample(
-                self._series({**labels, "__name__": f"{name}_sum"}, _SUMMARY),
-                _STALE_NAN if stale else point.sum,
-                at,
-                start,
-            )
-            self.result.points += 1
+        )
+        writes.append(
+            _Write({**labels, "__name__": f"{name}_sum"}, _stale_or(point, point.sum), at, start)
+        )
+        return writes
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _name(self, kind: int) -> str:
-        metric = self.metric
-        return metric_name(
-            metric.name, metric.unit, gauge=kind in (_GAUGE, _UNKNOWN), counter=kind == _COUNTER
-        )
-
-    def _labels(self, point, name: str) -> dict[str, str] | None:
-        """The point's labels (its attributes, the scope's and the resource's), or None
-        when it cannot be taken (no time)."""
-        if not point.time_unix_nano:
-            self._refuse(point, "a data point with no time")
-            return None
+    def _labels(self, point, name: str) -> dict[str, str]:
+        """The point's labels: its attributes, the scope's and the resource's, the name."""
         labels = _labels_of((kv.key, attribute_text(kv.value)) for kv in point.attributes)
         labels.update(self.scope)
         labels["__name__"] = name
         return labels
 
-    def _series(self, labels: dict[str, str], kind: int):
-        unit = prometheus_unit(self.metric.unit, kind in (_GAUGE, _UNKNOWN))
-        return self.out.series(labels, kind, self.metric.description, unit)
-
-    def _sample(self, series, value: float, at_ns: int, start_ns: int) -> None:
-        series.samples.add(
-            value=float(value), timestamp=at_ns // 1_000_000, start_timestamp=start_ns // 1_000_000
-        )
-        self.latest = max(self.latest, at_ns)
-
-    def _summed(self, point, labels: dict[str, str], shape: Hashable, values: dict, reshape=None):
-        """A delta point summed into its stream; None when it overlaps (refused)."""
-        key = (self.tenant, tuple(sorted(labels.items())))
+    def _summed(self, point, labels, kind: str, shape, values: dict, reshape=None) -> Summed:
+        """A delta point summed into its stream (one per tenant, kind and series)."""
+        key = (self.tenant, kind, tuple(sorted(labels.items())))
         try:
             return self.deltas.add(
                 key, point.start_time_unix_nano, point.time_unix_nano, shape, values, reshape
             )
         except Overlap as exc:
-            self._refuse(point, str(exc))
-            return None
-
-    def _refuse(self, point, reason: str) -> None:
-        self.result.note(1, f"metric {self.metric.name!r}: {reason}")
+            raise _Refused(str(exc)) from None
 
 
 def _number(point) -> float:
     return point.as_int if point.WhichOneof("value") == "as_int" else point.as_double
 
 
-def _buckets(buckets: otlp.ExponentialHistogramDataPoint.Buckets, shift: int) -> dict[int, int]:
-    """Bucket counts by Prometheus's index (upper bound, so OTLP's index + 1), merged
-    down by ``shift`` scales."""
-    merged: dict[int, int] = {}
-    for offset, count in enumerate(buckets.bucket_counts, start=buckets.offset):
-        if count:
-            index = (offset >> shift) + 1
-            merged[index] = merged.get(index, 0) + count
-    return merged
-
-
-def _coarser_scale(totals: dict, shape: tuple, values: dict, other: tuple):
-    """An exponential histogram stream's totals and a point of another scale, both at
-    the coarser of the two scales (None when their zero thresholds differ)."""
-    (scale, zero_threshold), (other_scale, other_threshold) = shape, other
-    if zero_threshold != other_threshold:
-        return None
-    coarse = min(scale, other_scale)
-    return (
-        _downscaled(totals, scale - coarse),
-        _downscaled(values, other_scale - coarse),
-        (coarse, zero_threshold),
-    )
-
-
-def _downscaled(values: dict, shift: int) -> dict:
-    """Accumulated native-histogram values with their buckets merged down ``shift`` scales."""
-    if not shift:
-        return dict(values)
-    merged: dict = {}
-    for key, count in values.items():
-        if isinstance(key, tuple):  # (sign, Prometheus index): OTLP's index is one less
-            key = (key[0], ((key[1] - 1) >> shift) + 1)
-        merged[key] = merged.get(key, 0) + count
-    return merged
-
-
-def _spans(counts: dict[int, float], spans, deltas) -> None:
-    """Native histogram spans and count deltas for buckets by index."""
-    previous_index, previous_count = None, 0
-    for index in sorted(counts):
-        if previous_index is None or index != previous_index + 1:
-            gap = index if previous_index is None else index - previous_index - 1
-            spans.add(offset=gap, length=0)
-        spans[-1].length += 1
-        count = int(counts[index])
-        deltas.append(count - previous_count)
-        previous_index, previous_count = index, count
+def _stale_or(point, value: float) -> float:
+    """``value``, or the staleness marker for a point that recorded none."""
+    return _STALE_NAN if point.flags & _NO_RECORDED_VALUE else value
 
 
 def _labels_of(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -496,11 +473,6 @@ def _prometheus_type(metric: otlp.Metric) -> str:
         if kv.key == "prometheus.type":
             return attribute_text(kv.value)
     return ""
-
-
-def _count_points(metric: otlp.Metric) -> int:
-    kind = metric.WhichOneof("data")
-    return len(getattr(metric, kind).data_points) if kind else 0
 
 
 def _plain(value: AnyValue) -> object:
