@@ -1,4 +1,4 @@
-"""The same requests into `llmwh serve` as OTLP/HTTP spans and as per-request events.
+"""The same requests into `llmwh serve` as OTLP spans (HTTP and gRPC) and as events.
 
     python benchmarks/otlp_ingest.py [--requests 200000] [--per-write 512]
         [--connections 4] [--rounds 2] [--json]
@@ -20,12 +20,15 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import pyarrow as pa
 import pyarrow.compute as pc
-from remote_write import Receiver, _Connection, _cpu_seconds
+from remote_write import Receiver, _Connection, _cpu_seconds, _free_port
 
+from warehouse.ingest.otlp.grpc_server import TRACES_METHOD
 from warehouse.store import open_store
 from warehouse.store.embedded import server_status
 from warehouse.synthetic import synthetic_requests
@@ -33,8 +36,37 @@ from warehouse.synthetic.spans import otlp_traces_body
 
 PATHS = {
     "otlp": ("/v1/traces", {"Content-Type": "application/x-protobuf"}),
+    "otlp-grpc": (TRACES_METHOD, {}),
     "events": ("/api/v1/requests", {"Content-Type": "application/vnd.apache.arrow.stream"}),
 }
+
+
+@dataclass
+class _GrpcReceiver(Receiver):
+    """`llmwh serve` that also listens for OTLP/gRPC."""
+
+    grpc_port: int = field(default_factory=_free_port)
+
+    def command(self) -> tuple[list[str], str]:
+        argv, ready = super().command()
+        return [*argv, "--otlp-grpc-listen", f"127.0.0.1:{self.grpc_port}"], ready
+
+
+class _Channel:
+    """One gRPC channel sending trace exports as the bytes given; the status as HTTP's."""
+
+    def __init__(self, port: int):
+        self._channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self._export = self._channel.unary_unary(TRACES_METHOD)
+
+    def post(self, body: bytes) -> tuple[int, bytes]:
+        try:
+            return 200, self._export(body, timeout=60)
+        except grpc.RpcError as exc:
+            return 503 if exc.code() == grpc.StatusCode.UNAVAILABLE else 400, b""
+
+    def close(self) -> None:
+        self._channel.close()
 
 
 def main() -> None:
@@ -50,11 +82,14 @@ def main() -> None:
     table = table.filter(pc.invert(table.column("is_probe")))  # spans carry no probes
     chunks = [table.slice(i, args.per_write) for i in range(0, table.num_rows, args.per_write)]
     started = time.perf_counter()
-    bodies = {"otlp": [otlp_traces_body(c) for c in chunks], "events": [_ipc(c) for c in chunks]}
+    spans = [otlp_traces_body(c) for c in chunks]
+    bodies = {"otlp": spans, "otlp-grpc": spans, "events": [_ipc(c) for c in chunks]}
     print(
         f"{table.num_rows:,} requests in {len(chunks):,} writes, encoded in "
         f"{time.perf_counter() - started:.1f}s; bytes a request: "
-        + ", ".join(f"{k} {sum(map(len, v)) / table.num_rows:.0f}" for k, v in bodies.items()),
+        + ", ".join(
+            f"{k} {sum(map(len, bodies[k])) / table.num_rows:.0f}" for k in ("otlp", "events")
+        ),
         flush=True,
     )
     results = []
@@ -73,7 +108,10 @@ def main() -> None:
         return
     for round_ in range(1, args.rounds + 1):
         rates = {r["path"]: r["requests_per_s"] for r in results if r["round"] == round_}
-        print(f"round {round_}: otlp / events = {rates['otlp'] / rates['events']:.2f}")
+        print(
+            f"round {round_}: otlp / events = {rates['otlp'] / rates['events']:.2f}, "
+            f"otlp-grpc / events = {rates['otlp-grpc'] / rates['events']:.2f}"
+        )
 
 
 def _ipc(table: pa.Table) -> bytes:
@@ -86,7 +124,8 @@ def _ipc(table: pa.Table) -> bytes:
 def _run(path: str, bodies: list[bytes], chunks: list[pa.Table], connections: int) -> dict:
     endpoint, headers = PATHS[path]
     with tempfile.TemporaryDirectory(prefix=f"llmwh-otlp-{path}-") as tmp:
-        receiver = Receiver("llmwh", Path(tmp))
+        grpc_path = path == "otlp-grpc"
+        receiver = (_GrpcReceiver if grpc_path else Receiver)("llmwh", Path(tmp))
         try:
             receiver.start()
             before = _cpu_seconds(receiver.process.pid)
@@ -95,7 +134,10 @@ def _run(path: str, bodies: list[bytes], chunks: list[pa.Table], connections: in
             queue = list(range(len(bodies)))
 
             def send() -> None:
-                connection = _Connection(receiver.port, endpoint, headers)
+                if grpc_path:
+                    connection = _Channel(receiver.grpc_port)
+                else:
+                    connection = _Connection(receiver.port, endpoint, headers)
                 try:
                     while True:
                         with lock:
