@@ -8,6 +8,7 @@ Longer runs: ``.venv/bin/python fuzz/decoders.py -max_total_time=600``.
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +21,18 @@ HARNESS = Path(__file__).parents[3] / "fuzz" / "decoders.py"
 @pytest.mark.slow
 def test_the_decoders_survive_a_fuzzing_run(tmp_path):
     pytest.importorskip("atheris", reason="atheris is a dev dependency: pip install -e '.[dev]'")
+    # libFuzzer reads its memory as the peak RSS (ru_maxrss), which a child inherits
+    # from this process across fork and exec: its 2 GB budget is on top of ours.
+    inherited_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     run = subprocess.run(
-        [sys.executable, str(HARNESS), "-runs=4000", "-seed=1", f"-artifact_prefix={tmp_path}/"],
+        [
+            sys.executable,
+            str(HARNESS),
+            "-runs=4000",
+            "-seed=1",
+            f"-rss_limit_mb={inherited_mb + 2048}",
+            f"-artifact_prefix={tmp_path}/",
+        ],
         capture_output=True,
         text=True,
         timeout=600,
