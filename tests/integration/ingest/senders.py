@@ -1,8 +1,9 @@
-"""Helpers shared by the tests in which real senders (Prometheus, vmagent) write to
-`llmwh serve`."""
+"""Helpers shared by the tests in which real senders (Prometheus, vmagent, the
+OpenTelemetry SDK) write to `llmwh serve`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -10,8 +11,11 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import urllib.parse
 import urllib.request
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -141,3 +145,60 @@ def sent_up_to(base: str, end: float) -> bool:
     pending = "prometheus_remote_storage_samples_pending"
     query = urllib.parse.urlencode({"query": f"{sent} >= {end:.3f} and on() sum({pending}) == 0"})
     return bool(get_json(f"{base}/api/v1/query?{query}")["data"]["result"])
+
+
+# -- `llmwh serve` and `llmwh` commands on a store of their own ----------------------------
+
+
+def clean_environment() -> dict[str, str]:
+    """This process's environment without LLMWH_ settings."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+
+
+def store_url_for(backend: str, embedded_server, folder: Path, database: str) -> str:
+    """A store of its own on ``backend``: a fresh database on the session's ClickHouse;
+    for chdb and DuckDB, files under ``folder`` (this process may hold another chdb
+    directory open in process, and chdb takes one a process)."""
+    return {
+        "clickhouse": embedded_server.store_url(f"{database}_{uuid.uuid4().hex[:10]}"),
+        "chdb": f"chdb://{folder / 'chdb'}?database={database}",
+        "duckdb": f"duckdb://{folder / 'warehouse.duckdb'}?database={database}",
+    }[backend]
+
+
+def drop_store(url: str) -> None:
+    """Drop a ClickHouse store's database (files of the others go with their folder)."""
+    if url.startswith("http"):
+        store = open_store(url)
+        store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+        store.close()
+
+
+@contextlib.contextmanager
+def running_serve(url: str, folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`llmwh serve --store URL` while the block runs (its base URL, once ready); then
+    stopped with SIGTERM, which must end it cleanly (every acknowledged write drained)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "serve", "--store", url,
+         "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=folder,
+        env=clean_environment() | (env or {}),
+    )  # fmt: skip
+    try:
+        wait_for(f"http://127.0.0.1:{port}/readyz", timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+
+
+def llmwh_command(url: str, folder: Path, *args: str) -> str:
+    """`llmwh ARGS --store URL` as a user runs it; its stdout."""
+    result = subprocess.run(
+        [sys.executable, "-m", "warehouse", *args, "--store", url],
+        capture_output=True, text=True, timeout=120, cwd=folder, env=clean_environment(),
+    )  # fmt: skip
+    assert result.returncode == 0, (args, result.stdout, result.stderr)
+    return result.stdout

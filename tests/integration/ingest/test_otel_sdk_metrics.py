@@ -5,10 +5,6 @@ lands where the Prometheus compatibility rules put it."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +16,7 @@ from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider, UpDownC
 from opentelemetry.sdk.metrics.export import AggregationTemporality, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
-from senders import free_port, wait_for
-
-from warehouse.store import open_store
+from senders import drop_store, llmwh_command, running_serve, store_url_for
 
 DELTA = {
     Counter: AggregationTemporality.DELTA,
@@ -89,49 +83,18 @@ class Landed:
 
 def llmwh_sql(landed: Landed, sql: str) -> list[dict]:
     """`llmwh sql` as a user runs it (chdb and DuckDB take one process at a time)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "warehouse", "sql", sql, "--format", "json", "--store", landed.url],
-        capture_output=True, text=True, timeout=120, cwd=landed.folder, env=clean_environment(),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def clean_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+    return json.loads(llmwh_command(landed.url, landed.folder, "sql", sql, "--format", "json"))
 
 
 @pytest.fixture(scope="module", params=["clickhouse", "chdb", "duckdb"])
 def landed(request, embedded_server, tmp_path_factory) -> Iterator[Landed]:
     """Both gateways' exports sent to `llmwh serve` on one store, which is then stopped."""
-    backend = request.param
-    folder = tmp_path_factory.mktemp(f"otel-metrics-{backend}")
-    url = {
-        "clickhouse": embedded_server.store_url(f"otelm_{uuid.uuid4().hex[:10]}"),
-        # Its own data directory: this process may hold another one open in-process.
-        "chdb": f"chdb://{folder / 'chdb'}?database=otelm",
-        "duckdb": f"duckdb://{folder / 'warehouse.duckdb'}?database=otelm",
-    }[backend]
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "warehouse", "serve", "--store", url,
-         "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=folder,
-        env=clean_environment(),
-    )  # fmt: skip
-    try:
-        wait_for(f"{base}/readyz", timeout=60)
+    folder = tmp_path_factory.mktemp(f"otel-metrics-{request.param}")
+    url = store_url_for(request.param, embedded_server, folder, "otelm")
+    with running_serve(url, folder) as base:
         recorded = {name: send(base, t, f"gw-{name}") for name, t in TEMPORALITIES.items()}
-    finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=60)
-    assert process.returncode == 0, output
     yield Landed(url, folder, recorded)
-    if backend == "clickhouse":
-        store = open_store(url)
-        store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-        store.close()
+    drop_store(url)
 
 
 def last_values(landed: Landed, instance: str) -> dict[tuple[str, tuple], object]:

@@ -17,13 +17,11 @@ as a user would, by `llmwh sql` and `llmwh sla` in subprocesses.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,9 +36,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 from opentelemetry.trace import Status, StatusCode
 from polling import poll_until
-from senders import free_port, wait_for
-
-from warehouse.store import open_store
+from senders import (
+    clean_environment,
+    drop_store,
+    llmwh_command,
+    running_serve,
+    store_url_for,
+)
 
 BACKENDS = ("clickhouse", "chdb", "duckdb")
 COMPRESSIONS = (Compression.NoCompression, Compression.Gzip)
@@ -272,10 +274,6 @@ def send_drawn(base: str, drawn: Drawn) -> None:
 # -- `llmwh serve` on each store, once for the module --------------------------------------
 
 
-def clean_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
-
-
 def written_requests(base: str) -> float:
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
         text = response.read().decode()
@@ -307,23 +305,9 @@ def landed(request, embedded_server, tmp_path_factory, slo_file) -> Iterator[Lan
     """
     backend = request.param
     folder = tmp_path_factory.mktemp(f"otel-{backend}")
-    url = {
-        "clickhouse": embedded_server.store_url(f"otel_{uuid.uuid4().hex[:10]}"),
-        # Its own data directory: this process may hold another one open in-process.
-        "chdb": f"chdb://{folder / 'chdb'}?database=otel",
-        "duckdb": f"duckdb://{folder / 'warehouse.duckdb'}?database=otel",
-    }[backend]
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "warehouse", "serve", "--store", url,
-         "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=folder,
-        env=clean_environment() | {"LLMWH_SLOS": str(slo_file)},
-    )  # fmt: skip
+    url = store_url_for(backend, embedded_server, folder, "otel")
     drawn = drawn_requests()
-    try:
-        wait_for(f"{base}/readyz", timeout=60)
+    with running_serve(url, folder, {"LLMWH_SLOS": str(slo_file)}) as base:
         for compression in COMPRESSIONS:
             send_shaped(base, compression)
         send_drawn(base, drawn)
@@ -334,25 +318,13 @@ def landed(request, embedded_server, tmp_path_factory, slo_file) -> Iterator[Lan
             until=lambda written: written == expected,
             timeout=10,
         )
-    finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=60)
-    assert process.returncode == 0, output
     yield Landed(backend, url, folder, drawn)
-    if backend == "clickhouse":
-        store = open_store(url)
-        store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-        store.close()
+    drop_store(url)
 
 
 def llmwh(landed: Landed, *args: str) -> str:
     """`llmwh ARGS --store URL` as a user runs it; its stdout."""
-    result = subprocess.run(
-        [sys.executable, "-m", "warehouse", *args, "--store", landed.url],
-        capture_output=True, text=True, timeout=120, cwd=landed.folder, env=clean_environment(),
-    )  # fmt: skip
-    assert result.returncode == 0, (args, result.stdout, result.stderr)
-    return result.stdout
+    return llmwh_command(landed.url, landed.folder, *args)
 
 
 def query(landed: Landed, sql: str) -> list[dict]:
