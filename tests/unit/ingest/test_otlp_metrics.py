@@ -77,6 +77,26 @@ def written(request: ExportMetricsServiceRequest, deltas: DeltaStreams | None = 
     return samples, decoded, result
 
 
+def delta_native(
+    start: int, end: int, scale: int, counts: list[int], offset: int = 0, unit: str = ""
+) -> otlp.Metric:
+    """``e2e``: a delta exponential histogram of one point, positive buckets from ``offset``."""
+    point = otlp.ExponentialHistogramDataPoint(
+        start_time_unix_nano=start,
+        time_unix_nano=end,
+        count=sum(counts),
+        scale=scale,
+        positive=otlp.ExponentialHistogramDataPoint.Buckets(offset=offset, bucket_counts=counts),
+    )
+    return otlp.Metric(
+        name="e2e",
+        unit=unit,
+        exponential_histogram=otlp.ExponentialHistogram(
+            data_points=[point], aggregation_temporality=DELTA
+        ),
+    )
+
+
 def values_of(samples: dict, name: str, **labels) -> list[float]:
     found = [
         v
@@ -387,20 +407,7 @@ class TestDeltas:
     def test_delta_exponential_histograms_sum_their_buckets(self):
         deltas = DeltaStreams()
         for start, counts in ((T0, [1, 2]), (T0 + SECOND, [0, 5])):
-            point = otlp.ExponentialHistogramDataPoint(
-                start_time_unix_nano=start,
-                time_unix_nano=start + SECOND,
-                count=sum(counts),
-                scale=2,
-                positive=otlp.ExponentialHistogramDataPoint.Buckets(offset=0, bucket_counts=counts),
-            )
-            metric = otlp.Metric(
-                name="e2e",
-                unit="s",
-                exponential_histogram=otlp.ExponentialHistogram(
-                    data_points=[point], aggregation_temporality=DELTA
-                ),
-            )
+            metric = delta_native(start, start + SECOND, 2, counts, unit="s")
             _, decoded, _ = written(export(metric), deltas)
         (native,) = decoded.histograms.to_pylist()
         assert native["count"] == 8 and native["positive_counts"] == [1, 7]
@@ -408,20 +415,7 @@ class TestDeltas:
     def test_a_delta_of_another_scale_is_summed_at_the_coarser_scale(self):
         deltas = DeltaStreams()
         for start, scale, counts in ((T0, 3, [1, 1]), (T0 + SECOND, 2, [4])):
-            point = otlp.ExponentialHistogramDataPoint(
-                start_time_unix_nano=start,
-                time_unix_nano=start + SECOND,
-                count=sum(counts),
-                scale=scale,
-                positive=otlp.ExponentialHistogramDataPoint.Buckets(offset=0, bucket_counts=counts),
-            )
-            metric = otlp.Metric(
-                name="e2e",
-                unit="s",
-                exponential_histogram=otlp.ExponentialHistogram(
-                    data_points=[point], aggregation_temporality=DELTA
-                ),
-            )
+            metric = delta_native(start, start + SECOND, scale, counts, unit="s")
             _, decoded, _ = written(export(metric), deltas)
         (native,) = decoded.histograms.to_pylist()
         # Scale 3's buckets 0 and 1 are scale 2's bucket 0.
@@ -565,21 +559,7 @@ class TestRescaledDeltas:
     def test_after_a_finer_point_the_stream_stays_coarse_and_says_so(self):
         deltas = DeltaStreams()
         for start, scale, offset in ((T0, 2, 4), (T0 + SECOND, 5, 32)):
-            point = otlp.ExponentialHistogramDataPoint(
-                start_time_unix_nano=start,
-                time_unix_nano=start + SECOND,
-                count=1,
-                scale=scale,
-                positive=otlp.ExponentialHistogramDataPoint.Buckets(
-                    offset=offset, bucket_counts=[1]
-                ),
-            )
-            metric = otlp.Metric(
-                name="e2e",
-                exponential_histogram=otlp.ExponentialHistogram(
-                    data_points=[point], aggregation_temporality=DELTA
-                ),
-            )
+            metric = delta_native(start, start + SECOND, scale, [1], offset)
             _, decoded, _ = written(export(metric), deltas)
         (native,) = decoded.histograms.to_pylist()
         # Scale 5's bucket 32 is scale 2's bucket 4 (32 >> 3): both in one bucket, at 2.
@@ -590,20 +570,7 @@ class TestRescaledDeltas:
         deltas = DeltaStreams()
 
         def send(start, end, scale):
-            point = otlp.ExponentialHistogramDataPoint(
-                start_time_unix_nano=start,
-                time_unix_nano=end,
-                count=1,
-                scale=scale,
-                positive=otlp.ExponentialHistogramDataPoint.Buckets(offset=8, bucket_counts=[1]),
-            )
-            metric = otlp.Metric(
-                name="e2e",
-                exponential_histogram=otlp.ExponentialHistogram(
-                    data_points=[point], aggregation_temporality=DELTA
-                ),
-            )
-            return written(export(metric), deltas)
+            return written(export(delta_native(start, end, scale, [1], offset=8)), deltas)
 
         send(T0, T0 + SECOND, 5)
         _, _, refused = send(T0 + 1, T0 + 3 * SECOND, 2)
