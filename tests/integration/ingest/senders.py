@@ -12,6 +12,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -202,3 +203,36 @@ def llmwh_command(url: str, folder: Path, *args: str) -> str:
     )  # fmt: skip
     assert result.returncode == 0, (args, result.stdout, result.stderr)
     return result.stdout
+
+
+def emit_shaped_spans(tracer, id_prefix: str = "") -> None:
+    """40 spans shaped as vLLM's ``llm_request`` (request ids ``{prefix}cmpl-N``), one
+    failed GenAI client span (``{prefix}chatcmpl-x``, a rate limit) and a health check,
+    which is not an LLM request: 42 spans, 41 requests."""
+    from opentelemetry.trace import Status, StatusCode
+
+    now_ns = time.time_ns()
+    for n in range(40):
+        with tracer.start_as_current_span("llm_request", start_time=now_ns + n) as span:
+            span.set_attributes(
+                {
+                    "gen_ai.request.id": f"{id_prefix}cmpl-{n}",
+                    "gen_ai.response.model": "llama-3-8b",
+                    "gen_ai.usage.prompt_tokens": 100 + n,
+                    "gen_ai.usage.completion_tokens": 10,
+                    "gen_ai.latency.time_to_first_token": n / 100,
+                    "gen_ai.latency.e2e": 1 + n / 100,
+                }
+            )
+    with tracer.start_as_current_span("chat gpt-4o") as span:
+        span.set_attributes(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.response.id": f"{id_prefix}chatcmpl-x",
+                "error.type": "RateLimitError",
+            }
+        )
+        span.set_status(Status(StatusCode.ERROR))
+    with tracer.start_as_current_span("GET /healthz"):  # not an LLM request
+        pass

@@ -20,7 +20,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from polling import poll_until
 from senders import (
     clean_environment,
     drop_store,
+    emit_shaped_spans,
     llmwh_command,
     running_serve,
     store_url_for,
@@ -128,32 +128,7 @@ def send_shaped(base: str, compression: Compression) -> None:
         },
         compression,
     )
-    tracer = provider.get_tracer("test")
-    now_ns = time.time_ns()
-    for n in range(40):
-        with tracer.start_as_current_span("llm_request", start_time=now_ns + n) as span:
-            span.set_attributes(
-                {
-                    "gen_ai.request.id": f"{compression.name}-cmpl-{n}",
-                    "gen_ai.response.model": "llama-3-8b",
-                    "gen_ai.usage.prompt_tokens": 100 + n,
-                    "gen_ai.usage.completion_tokens": 10,
-                    "gen_ai.latency.time_to_first_token": n / 100,
-                    "gen_ai.latency.e2e": 1 + n / 100,
-                }
-            )
-    with tracer.start_as_current_span("chat gpt-4o") as span:
-        span.set_attributes(
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": "gpt-4o",
-                "gen_ai.response.id": f"{compression.name}-chatcmpl-x",
-                "error.type": "RateLimitError",
-            }
-        )
-        span.set_status(Status(StatusCode.ERROR))
-    with tracer.start_as_current_span("GET /healthz"):  # not an LLM request
-        pass
+    emit_shaped_spans(provider.get_tracer("test"), f"{compression.name}-")
     flushed(provider, exporter, SHAPED)
 
 

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -29,10 +28,9 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import Status, StatusCode
 from polling import poll_until
 from prometheus_client import generate_latest
-from senders import free_port, wait_for
+from senders import emit_shaped_spans, free_port, wait_for
 from test_otlp_traces import FailingInserts, export, vllm_span
 
 from warehouse.cli import run as llmwh
@@ -124,32 +122,7 @@ def test_the_sdks_grpc_exports_land_as_requests(serve, compression):
     )
     sdk = OTLPSpanExporter(endpoint=target, insecure=True, compression=compression)
     provider.add_span_processor(BatchSpanProcessor(sdk))
-    tracer = provider.get_tracer("test")
-    now_ns = time.time_ns()
-    for n in range(40):
-        with tracer.start_as_current_span("llm_request", start_time=now_ns + n) as span:
-            span.set_attributes(
-                {
-                    "gen_ai.request.id": f"cmpl-{n}",
-                    "gen_ai.response.model": "llama-3-8b",
-                    "gen_ai.usage.prompt_tokens": 100 + n,
-                    "gen_ai.usage.completion_tokens": 10,
-                    "gen_ai.latency.time_to_first_token": n / 100,
-                    "gen_ai.latency.e2e": 1 + n / 100,
-                }
-            )
-    with tracer.start_as_current_span("chat gpt-4o") as span:
-        span.set_attributes(
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": "gpt-4o",
-                "gen_ai.response.id": "chatcmpl-x",
-                "error.type": "RateLimitError",
-            }
-        )
-        span.set_status(Status(StatusCode.ERROR))
-    with tracer.start_as_current_span("GET /healthz"):  # not an LLM request
-        pass
+    emit_shaped_spans(provider.get_tracer("test"))
     assert provider.force_flush(timeout_millis=30_000)
     provider.shutdown()
 
