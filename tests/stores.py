@@ -12,6 +12,8 @@ from warehouse.store import Store, open_store
 from warehouse.store.embedded import ServerInfo
 
 BACKENDS = ("clickhouse", "chdb", "duckdb")
+TENANCY_DATABASE = "llmwh_tenancy"
+"""The database whose tables carry tenant row policies on the session's embedded server."""
 
 
 def store_url(backend: str, server: ServerInfo, chdb_path: Path, tmp_path: Path) -> str:

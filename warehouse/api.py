@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from warehouse.config import Config
 from warehouse.errors import QueryError
+from warehouse.model import check_tenant
 from warehouse.query import registry, slo_apply
 from warehouse.query.ab import compare_groups
 from warehouse.query.builder import FilterValue, Question
@@ -37,8 +38,9 @@ class Warehouse:
     def __init__(self, store: Store, config: Config | None = None, tenant: str | None = None):
         self.store = store
         self.config = config or Config()
-        self.tenant = tenant if tenant is not None else self.config.tenant
-        """When set, every read sees this tenant's requests only."""
+        tenant = tenant if tenant is not None else self.config.tenant
+        self.tenant = None if tenant is None else check_tenant(tenant)
+        """When set, every read sees this tenant's data only."""
 
     def migrate(self) -> list[Migration]:
         """Apply pending schema migrations and the TTL settings, on every shard of a

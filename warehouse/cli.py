@@ -25,7 +25,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.ingest.server import run_receiver
-from warehouse.store import discovery, embedded, local_cluster, open_store, schema
+from warehouse.store import DEFAULT_DATABASE, discovery, embedded, local_cluster, open_store, schema
 from warehouse.store.base import Store
 
 app = typer.Typer(
@@ -125,6 +125,14 @@ def clickhouse_start(
     cluster: Annotated[
         str, typer.Option("--cluster", help="With --shards: the cluster's name")
     ] = local_cluster.DEFAULT_CLUSTER,
+    databases: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--database",
+            help="A database whose tables carry the row policies tenants read under "
+            "(repeat for several; default: llmwh). See docs/security.md",
+        ),
+    ] = None,
     config_file: ConfigOption = None,
 ) -> None:
     """Start the embedded ClickHouse server in the background (or a local cluster)."""
@@ -139,7 +147,12 @@ def clickhouse_start(
             )
         typer.echo(f"store URL: {started.store_url()}")
         return
-    info = embedded.start_server(config.data_dir, http_port, tcp_port)
+    info = embedded.start_server(
+        config.data_dir,
+        http_port,
+        tcp_port,
+        tenant_databases=tuple(databases or (DEFAULT_DATABASE,)),
+    )
     typer.echo(
         f"ClickHouse {_version(info)} serving {info.data_dir} (pid {info.pid}): "
         f"HTTP 127.0.0.1:{info.http_port}, native TCP 127.0.0.1:{info.tcp_port}\n"

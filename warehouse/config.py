@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from warehouse.errors import ConfigError
+from warehouse.model import check_tenant
 
 __all__ = ["Config", "load_config", "parse_listen", "setting_help"]
 
@@ -109,8 +110,8 @@ class Config:
     """Also store each per-request metric sample as a Prometheus series and sample (three
     rows a sample instead of a share of one row a request)."""
     tenant: str | None = None
-    """Read only this tenant's requests: the Python API, the CLI and the exporter are
-    scoped to it, and `sql` may read only the tenant-scoped tables (unset: all)."""
+    """Read only this tenant's data: the Python API, the CLI and the exporter are scoped
+    to it, and `sql` runs under ClickHouse's row policies for it (unset: all tenants)."""
     tenant_header: str | None = None
     """Request header whose value fills `tenant` (multi-tenant mode), e.g. X-Scope-OrgID."""
     slos: str | None = None
@@ -164,6 +165,9 @@ def load_config(config_file: str | Path | None = None, **overrides: Any) -> Conf
         raise ConfigError(
             f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
         )
+    if values.get("tenant") == "":
+        # Elsewhere empty means "not set"; here that would read every tenant.
+        raise ConfigError("setting tenant is empty: name a tenant, or unset it to read all")
     # An empty value (`LLMWH_STORE=`) means "not set": the default applies.
     return Config(
         **{
@@ -212,6 +216,8 @@ def _coerce(name: str, kind: str, value: Any) -> Any:
         return number
     if not isinstance(value, str):
         raise ConfigError(f"setting {name} must be a string, got {value!r}")
+    if name == "tenant":
+        return check_tenant(value)
     return value
 
 

@@ -7,9 +7,12 @@ Every backend's DDL (``migrations/``) holds these columns; ingest validates agai
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pyarrow as pa
+
+from warehouse.errors import ConfigError
 
 __all__ = [
     "BUCKET_GROWTH",
@@ -206,3 +209,22 @@ def histogram_quantiles(
         share = np.clip(within, 0.0, 1.0)
         result[filled, column] = low[index] + share * (high[index] - low[index])
     return result
+
+
+_TENANT_NAME = re.compile(r"[A-Za-z0-9!._*'()-]{1,150}")
+
+
+def check_tenant(tenant: str) -> str:
+    """``tenant``, or a :class:`ConfigError` naming why it cannot be a tenant.
+
+    A tenant is 1-150 characters of letters, digits and ``! - _ . * ' ( )`` (the rule
+    Cortex and Mimir give tenant IDs), neither ``.`` nor ``..``: it travels in HTTP
+    headers and file names as it is.
+    """
+    if not isinstance(tenant, str) or not _TENANT_NAME.fullmatch(tenant) or tenant in (".", ".."):
+        shown = repr(tenant)[:60]
+        raise ConfigError(
+            f"tenant {shown} is not a tenant name: 1-150 letters, digits and ! - _ . * ' ( ) "
+            "(and not . or ..)"
+        )
+    return tenant

@@ -64,7 +64,16 @@ from warehouse.errors import (
 from warehouse.exporters import remote_read
 from warehouse.ingest import events, remote_write
 from warehouse.ingest.batcher import Body, GroupCommitter
-from warehouse.ingest.http import Receive, Scope, Send, header, media_type, read_body, respond
+from warehouse.ingest.http import (
+    Receive,
+    Scope,
+    Send,
+    header,
+    header_values,
+    media_type,
+    read_body,
+    respond,
+)
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.otlp import wire as otlp_wire
@@ -77,6 +86,7 @@ from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
 from warehouse.ingest.sealing import POLL_SECONDS as SEALING_POLL_SECONDS
 from warehouse.ingest.sealing import SealingLag, lag_limit, refresh_limit
+from warehouse.ingest.tenant import named_tenant
 from warehouse.ingest.wal import Entry, WriteAheadLog
 from warehouse.ingest.wal_inserter import WalInserter
 from warehouse.store.base import Store
@@ -432,7 +442,7 @@ class Receiver:
         _require_snappy(scope, "remote write")
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/write").inc(len(body))
-        tenant = self._tenant(scope)
+        tenant = self._required_tenant(scope)
         started = time.perf_counter()
         if proto == V1_PROTO and self._batched_v1:
             # Decoded in C with the other bodies of its flush. CPU work on a large body
@@ -640,7 +650,7 @@ class Receiver:
         )
         # The same body retried (after a 5xx or a lost response) carries the same token,
         # and the store drops it: a retry changes no figure.
-        token = _body_token(self._tenant(scope), body)
+        token = _body_token(self._required_tenant(scope), body)
         await self.committer.submit({"requests": table}, dedup_token=token)
         self.metrics.labelled(self.metrics.written, "requests").inc(table.num_rows)
         await respond(
@@ -813,21 +823,14 @@ class Receiver:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _tenant(self, scope: Scope) -> str | None:
-        """The tenant header's value in multi-tenant mode; None otherwise or when absent."""
-        if self.config.tenant_header is None:
-            return None
-        return header(scope, self.config.tenant_header.lower()) or None
-
     def _required_tenant(self, scope: Scope) -> str | None:
-        """In multi-tenant mode, the header's tenant, which a request must name; None
-        otherwise (the `tenant` setting then scopes reads, when set)."""
-        if self.config.tenant_header is None:
+        """In multi-tenant mode, the one tenant the header names, which every request
+        must name (:func:`named_tenant`); None otherwise (the `tenant` setting then
+        scopes reads, when set)."""
+        name = self.config.tenant_header
+        if name is None:
             return None
-        tenant = self._tenant(scope)
-        if not tenant:
-            raise IngestError(f"missing tenant header {self.config.tenant_header}")
-        return tenant
+        return named_tenant(header_values(scope, name.lower()), name)
 
     def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
         """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""

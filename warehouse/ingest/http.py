@@ -24,6 +24,14 @@ def header(scope: Scope, name: str) -> str | None:
     return None
 
 
+def header_values(scope: Scope, name: str) -> list[str]:
+    """Every value of a request header (``name`` in lower case), in order."""
+    wanted = name.encode()
+    return [
+        value.decode("latin-1") for key, value in scope.get("headers", ()) if key.lower() == wanted
+    ]
+
+
 def media_type(value: str | None) -> tuple[str, dict[str, str]]:
     """Split ``type/subtype; a=b`` into the lower-cased type and its parameters."""
     if not value:

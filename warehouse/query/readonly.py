@@ -20,6 +20,7 @@ from sqlglot.optimizer.scope import traverse_scope
 
 from warehouse.errors import QueryError
 from warehouse.query import dialects
+from warehouse.store import tenancy
 from warehouse.store.base import Store
 
 __all__ = ["TENANT_TABLES", "check_read_only", "run_read_only", "scope_to_tenant"]
@@ -90,18 +91,19 @@ def run_read_only(
 ) -> pa.Table:
     """Run user SQL (ClickHouse dialect) read-only on ``store``; DuckDB gets it transpiled.
 
-    With ``tenant``, the query may read only the tenant-scoped tables, each of which it
-    then sees filtered to that tenant (see :func:`scope_to_tenant`).
+    With ``tenant``, the query runs under ClickHouse's row policies for that tenant
+    (:meth:`Store.as_tenant`; refused where the store has none), after the second wall
+    of :func:`scope_to_tenant`. See docs/security.md.
     """
     tree = check_read_only(sql)
     dialect = store.capabilities.dialect
     if tenant is not None:
         if tree is None:
             raise QueryError(f"{sql.split(None, 1)[0].upper()} is refused when reading as a tenant")
-        parameters = {**(parameters or {}), _TENANT_PARAMETER: tenant}
         tree = scope_to_tenant(tree, store.database)
-        settings = {"readonly": 1} if dialect == "clickhouse" else None
-        return store.query_arrow(dialects.render(tree, dialect), parameters, settings)
+        scoped = store.as_tenant(tenant)
+        parameters = {**(parameters or {}), _TENANT_PARAMETER: tenant}
+        return scoped.query_arrow(dialects.render(tree, dialect), parameters)
     if dialect == "clickhouse":
         # The user's own text, so every ClickHouse feature works as written.
         return store.query_arrow(sql, parameters, settings={"readonly": 1})
@@ -110,22 +112,30 @@ def run_read_only(
     return store.query_arrow(dialects.render(tree, dialect), parameters)
 
 
-TENANT_TABLES = ("requests", "requests_1m", "requests_1h", "requests_sla_1h", "request_parts")
-"""The tables with a ``tenant`` column: the only ones a tenant-scoped query may read."""
+TENANT_TABLES = tuple(tenancy.TENANT_TABLES)
+"""The only tables a tenant-scoped query may read, each under a row policy."""
+_WITH_TENANT_COLUMN = ("requests", "requests_1m", "requests_1h", "requests_sla_1h", "request_parts")
 _TENANT_PARAMETER = "llmwh_tenant"
 
 
 def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
-    """``tree`` with every tenant-scoped table replaced by its rows of one tenant.
+    """The second wall behind the row policies: ``tree`` held to the tenant tables, each
+    table with a ``tenant`` column replaced by its rows of one tenant.
 
     ``requests`` becomes ``(SELECT * FROM requests WHERE tenant = {llmwh_tenant:String})``
     under the same alias, wherever it appears (joins, subqueries, CTEs). Any other
-    table, a table function, another database, ``x IN table``, ``SAMPLE`` and functions
-    that read outside the query (``file``, ``url``, ``dictGet`` ...) are refused:
-    Prometheus series and samples, and ``system``, carry no tenant. Which names are
-    CTEs is resolved per scope, so a ``WITH`` name never hides a real table.
+    table, a table function, another database, ``x IN table`` (and ``globalIn`` and kin),
+    ``SAMPLE``, a ``WITH`` name that is also a table's, and functions that read outside
+    the query (``file``, ``url``, ``dictGet`` ...) are refused.
     """
     tree = tree.copy()
+    table_names = {table.name.lower() for table in tree.find_all(exp.Table)}
+    for cte in tree.find_all(exp.CTE):
+        name = cte.alias_or_name.lower()
+        if name in _SHADOWED or (cte.args.get("scalar") and name in table_names):
+            raise QueryError(
+                f"reading as a tenant, WITH may not name {cte.alias_or_name}: it is a table's name"
+            )
     try:
         with _quiet_sqlglot():
             scopes = list(traverse_scope(tree))
@@ -149,6 +159,10 @@ def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
             raise QueryError("reading as a tenant, Identifier parameters are refused")
         if isinstance(node, exp.Func) and _reads_outside(name := _function_name(node)):
             raise QueryError(f"reading as a tenant, {name}() is refused")
+        if isinstance(node, exp.Func) and _function_name(node).lower() in _IN_FUNCTIONS:
+            raise QueryError(
+                f"reading as a tenant, {_function_name(node)}() is refused: write IN (SELECT ...)"
+            )
     for table in list(tree.find_all(exp.Table)):
         if id(table) in cte_references:
             continue
@@ -163,6 +177,8 @@ def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
             )
         if table.args.get("sample") is not None:
             raise QueryError("SAMPLE is refused when reading as a tenant")
+        if name not in _WITH_TENANT_COLUMN:
+            continue  # the series tables: their row policy alone holds them
         final = isinstance(table.parent, exp.Final)
         source = f"{db}.{name}" if db else name
         rows = sqlglot.parse_one(
@@ -184,6 +200,18 @@ _OUTSIDE = frozenset(
 )  # fmt: skip
 """Functions that read files, URLs, other servers or other tables, refused as a tenant
 (lower case; ``dictGet*``, ``dictHas`` and ``joinGet*`` are refused too)."""
+
+
+_IN_FUNCTIONS = frozenset(
+    f"{g}{n}{null}in" for g in ("", "global") for n in ("", "not") for null in ("", "null")
+)
+"""``in`` as a function (``globalIn(x, table)``, ``notNullIn`` ...), which takes a table."""
+_SHADOWED = frozenset(
+    {*TENANT_TABLES, "metric_metadata", "remote_write_v1", "system", "numbers", "one"}
+)
+"""Names a ``WITH`` may not take as a tenant: ClickHouse reads ``WITH (SELECT 1) AS
+requests ... FROM requests`` as a scalar and the real table, where a reader of the text
+would see a CTE."""
 
 
 def _function_name(node: exp.Func) -> str:

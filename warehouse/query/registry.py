@@ -25,6 +25,7 @@ from warehouse.model import (
     BUCKET_MIN_MS,
     DIMENSIONS,
     LATENCY_COLUMNS,
+    REQUESTS_SCHEMA,
     ROLLUP_DIMENSIONS,
     ROLLUP_LATENCIES,
     TOKEN_COLUMNS,
@@ -69,6 +70,7 @@ class Dimension:
 
 
 _OTHER_DIMENSIONS = {"is_probe": "Bool", "http_status": "UInt16"}
+_REQUEST_COLUMNS = frozenset(REQUESTS_SCHEMA.names) | {"time"}
 _ATTR_KEY = re.compile(
     r"^attrs\[['\"]([A-Za-z_][A-Za-z0-9_.:/-]{0,63})['\"]\]$|^attrs\.([A-Za-z_][A-Za-z0-9_]{0,63})$"
 )
@@ -83,8 +85,12 @@ def dimension(name: str) -> Dimension:
     match = _ATTR_KEY.match(name) if isinstance(name, str) else None
     if match:
         key = match[1] or match[2]
+        # Named as a column of `requests`, its alias would stand for that column in the
+        # query's filters (ClickHouse prefers an alias to a column): attrs['tenant']
+        # would unbind the tenant filter. Such a key is named attr_<key>.
+        shown = f"attr_{key}" if key in _REQUEST_COLUMNS else key
         # A missing key is '' in ClickHouse and NULL in DuckDB: '' on both.
-        return Dimension(key, f"coalesce(attrs['{key}'], '')", "String", False)
+        return Dimension(shown, f"coalesce(attrs['{key}'], '')", "String", False)
     raise QueryError(
         f"unknown dimension {name!r}; known: {', '.join(dimension_names())}, "
         "or attrs['key'] for a further label"

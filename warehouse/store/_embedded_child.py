@@ -34,7 +34,7 @@ def config_xml(http_port: int, tcp_port: int, extra: str = "") -> str:
     """The ``config.xml`` ClickHouse reads from its working directory."""
     return (
         "<clickhouse>\n"
-        "  <!-- written by llmwh; the embedded server has no authentication,\n"
+        "  <!-- written by llmwh; the embedded server has no passwords,\n"
         "       so it listens on loopback only -->\n"
         f"  <listen_host>{HOST}</listen_host>\n"
         f"  <http_port>{http_port}</http_port>\n"

@@ -42,6 +42,9 @@ class Capabilities:
     concurrent_reads: bool = False
     """Queries from several threads of one process run at once (a server over HTTP),
     rather than one after another."""
+    row_policies: bool = False
+    """The database itself holds tenants apart: :meth:`Store.as_tenant` gives a store
+    that reads under row policies (a ClickHouse server; see docs/security.md)."""
 
 
 @runtime_checkable
@@ -82,6 +85,10 @@ class Store(Protocol):
         With ``dedup_token``, a second insert with the same token into the same table is
         a no-op where the backend can tell (``capabilities.insert_deduplication``).
         """
+
+    def as_tenant(self, tenant: str) -> Store:
+        """A read-only store on the same database that sees ``tenant``'s rows only,
+        held so by the database (``capabilities.row_policies``); refused elsewhere."""
 
     def close(self) -> None:
         """Release connections."""

@@ -17,7 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from clickhouse_connect.driver import exceptions as ch_errors
 
-from warehouse.errors import ConfigError, StoreError, StoreUnavailable
+from warehouse.errors import ConfigError, QueryError, StoreError, StoreUnavailable
+from warehouse.model import check_tenant
+from warehouse.store import tenancy
 from warehouse.store.base import Capabilities, Parameters, Settings, quote_identifier
 from warehouse.store.url import StoreURL
 
@@ -34,6 +36,7 @@ SERVER = Capabilities(
     scheduled_views=True,
     collapsing_engines=True,
     concurrent_reads=True,
+    row_policies=True,
 )
 IN_PROCESS = Capabilities(
     dialect="clickhouse",
@@ -59,6 +62,7 @@ class ClickHouseStore:
 
     def __init__(self, client: Any, url: StoreURL, capabilities: Capabilities):
         self._client = client
+        self._source = url
         self.url = url.redacted()
         self.database = url.database
         self.capabilities = capabilities
@@ -159,6 +163,16 @@ class ClickHouseStore:
         # remote write's new series it cost more than the insert (docs/benchmarks.md).
         return {"parallel_view_processing": 1, "optimize_on_insert": 0, **(settings or {})}
 
+    def as_tenant(self, tenant: str) -> ClickHouseStore:
+        if not self.capabilities.row_policies:
+            raise QueryError(
+                "ClickHouse in-process (chdb) has no users, so no row policies: read as a "
+                "tenant through a ClickHouse server (`llmwh clickhouse start`)"
+            )
+        scoped = open_http(self._source, tenant)
+        tenancy.require_row_policies(self)
+        return scoped
+
     def close(self) -> None:
         self._client.close()
 
@@ -180,9 +194,17 @@ class ClickHouseStore:
             self._database_found = True
 
 
-def open_http(url: StoreURL) -> ClickHouseStore:
-    """Connect to a ClickHouse server over HTTP(S)."""
+def open_http(url: StoreURL, tenant: str | None = None) -> ClickHouseStore:
+    """Connect to a ClickHouse server over HTTP(S).
+
+    With ``tenant``, connect as the tenant reader instead, every query naming ``tenant``
+    to ClickHouse's row policies (:mod:`warehouse.store.tenancy`); such a store only reads.
+    """
     options = _client_options(url)
+    headers = {}
+    if tenant is not None:
+        url = replace(url, username=tenancy.READER, password="")
+        headers[tenancy.TENANT_HEADER] = check_tenant(tenant)
     settings = {"date_time_input_format": "best_effort"}
     if not options["compress"]:
         # Nor are the buffers of an Arrow answer compressed: on loopback, lz4 there cost
@@ -200,6 +222,7 @@ def open_http(url: StoreURL) -> ClickHouseStore:
             # and ClickHouse refuses concurrent queries in one session.
             autogenerate_session_id=False,
             settings=settings,
+            headers=headers,
             **options,
         )
     return ClickHouseStore(client, url, SERVER)

@@ -11,7 +11,7 @@ import threading
 import duckdb
 import pyarrow as pa
 
-from warehouse.errors import StoreError
+from warehouse.errors import QueryError, StoreError
 from warehouse.store.base import Capabilities, Parameters, Settings
 from warehouse.store.url import StoreURL
 
@@ -104,6 +104,12 @@ class DuckDBStore:
         # plenty, and keeps the table from growing without bound.
         self._execute(
             f"DELETE FROM {tokens} WHERE inserted_at < now() - INTERVAL {_TOKEN_DAYS} DAY"
+        )
+
+    def as_tenant(self, tenant: str) -> DuckDBStore:
+        raise QueryError(
+            "DuckDB has no row policies, so it cannot hold tenants apart under arbitrary "
+            "SQL: read as a tenant on a ClickHouse server (docs/security.md)"
         )
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """The embedded ClickHouse server: chdb-core's bundled ClickHouse as a child process.
 
-It serves HTTP and native TCP on 127.0.0.1 only (it has no authentication), keeps its
+It serves HTTP and native TCP on 127.0.0.1 only (it has no passwords), keeps its
 data under ``DIR/clickhouse`` and announces itself in ``DIR/server.json`` (pid, ports),
 which is how the CLI, the receiver and tests find it. :func:`start_server`,
 :func:`stop_server` and :func:`server_status` are the whole interface.
@@ -31,6 +31,7 @@ from warehouse.errors import (
     ServerAlreadyRunning,
 )
 from warehouse.store._embedded_child import HOST, LOCKED_EXIT
+from warehouse.store.tenancy import users_config_xml
 from warehouse.store.url import DEFAULT_DATABASE
 
 __all__ = [
@@ -70,11 +71,15 @@ def start_server(
     *,
     timeout: float = 60.0,
     extra_config: str = "",
+    tenant_databases: tuple[str, ...] = (DEFAULT_DATABASE,),
 ) -> ServerInfo:
     """Start a server on ``data_dir`` and return once it answers ``/ping``.
 
     A port of 0 picks a free one. ``extra_config`` is XML placed inside
-    ``<clickhouse>`` (for instance a ``<remote_servers>`` section).
+    ``<clickhouse>`` (for instance a ``<remote_servers>`` section). The tables of
+    ``tenant_databases`` carry the row policies tenants read under
+    (:mod:`warehouse.store.tenancy`): the server serves users from its configuration
+    only, so these are fixed while it runs.
     """
     if not _chdb_installed():
         raise ChdbMissing(
@@ -109,7 +114,10 @@ def start_server(
             stdout=log,
             stderr=log,
             cwd=root,
-            env={**os.environ, "LLMWH_EXTRA_CONFIG": extra_config},
+            env={
+                **os.environ,
+                "LLMWH_EXTRA_CONFIG": users_config_xml(tuple(tenant_databases)) + extra_config,
+            },
             start_new_session=True,  # outlives the terminal and the command that started it
         )
     _children[child.pid] = child

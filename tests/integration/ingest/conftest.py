@@ -42,9 +42,10 @@ class Client:
         method: str,
         path: str,
         body: bytes = b"",
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str] | list[tuple[str, str]] | None = None,
         chunk: int = 65536,
     ) -> Response:
+        """``headers`` as a list of pairs may repeat a header."""
         return self.loop.run_until_complete(self._request(method, path, body, headers or {}, chunk))
 
     def post(self, path: str, body: bytes, **headers: str) -> Response:
@@ -64,7 +65,10 @@ class Client:
             "method": method,
             "path": path,
             "query_string": query.encode(),
-            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+            "headers": [
+                (k.lower().encode(), v.encode())
+                for k, v in (headers.items() if isinstance(headers, dict) else headers)
+            ],
         }
         pieces = [body[i : i + chunk] for i in range(0, len(body), chunk)] or [b""]
         messages = [

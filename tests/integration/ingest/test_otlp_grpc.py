@@ -230,6 +230,15 @@ def test_multi_tenant_exports_must_name_their_tenant(serve):
             call(body, timeout=10)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "X-Scope-OrgID" in refused.value.details()
+        # Refused as the HTTP doors refuse them: a repeated or an empty tenant.
+        for metadata, reason in (
+            ((("x-scope-orgid", "acme"), ("x-scope-orgid", "bravo")), "given 2 times"),
+            ((("x-scope-orgid", ""),), "not a tenant name"),
+        ):
+            with pytest.raises(grpc.RpcError) as refused:
+                call(body, metadata=metadata, timeout=10)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert reason in refused.value.details()
         assert request_ids(store_url) == []
         call(body, metadata=(("x-scope-orgid", "acme"),), timeout=10)
     landed = rows(store_url, "SELECT request_id, tenant FROM {db}.requests")

@@ -27,11 +27,12 @@ def snappy(body: bytes) -> bytes:
     return bytes(cramjam.snappy.compress_raw(body))
 
 
-def v1_body(series: int = 3, samples: int = 4) -> bytes:
+def v1_body(series: int = 3, samples: int = 4, extra_labels=()) -> bytes:
     request = V1.WriteRequest()
     for s in range(series):
         ts = request.timeseries.add()
-        for name, value in (("__name__", "http_requests_total"), ("job", "api"), ("pod", f"p{s}")):
+        labels = (("__name__", "http_requests_total"), ("job", "api"), ("pod", f"p{s}"))
+        for name, value in sorted((*labels, *extra_labels)):
             ts.labels.add(name=name, value=value)
         for i in range(samples):
             ts.samples.add(value=float(i + 1), timestamp=NOW_MS + i * 1000)
@@ -403,6 +404,51 @@ def test_the_tenant_header_decides_the_tenant(make_client, migrated):
     assert accepted.status == 200
     tenants = migrated.query_arrow(f"SELECT DISTINCT tenant FROM {migrated.database}.requests")
     assert tenants.column(0).to_pylist() == ["team-a"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "content_type"),
+    [
+        ("/api/v1/write", v1_body(), V1_TYPE),
+        ("/api/v1/requests", encode_ndjson(synthetic_requests(3, seed=7)), "application/x-ndjson"),
+    ],
+    ids=["remote write", "events"],
+)
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ([], "missing tenant header X-Scope-OrgID"),
+        ([("X-Scope-OrgID", "")], "not a tenant name"),
+        ([("X-Scope-OrgID", "acme"), ("X-Scope-OrgID", "bravo")], "given 2 times"),
+        ([("X-Scope-OrgID", "acme/../bravo")], "not a tenant name"),
+    ],
+    ids=["absent", "empty", "repeated", "malformed"],
+)
+def test_a_multi_tenant_write_names_exactly_one_tenant(
+    make_client, migrated, path, body, content_type, headers, reason
+):
+    client = make_client(tenant_header="X-Scope-OrgID")
+    sent = [("content-type", content_type)]
+    if path.endswith("write"):
+        sent.append(("content-encoding", "snappy"))
+    refused = client.request("POST", path, body, [*sent, *headers])
+    assert refused.status == 400 and reason in refused.text
+    for table in ("requests", "samples", "series"):
+        assert count(migrated, f"SELECT count(*) FROM {migrated.database}.{table}") == 0
+
+
+def test_a_tenant_label_never_chooses_the_tenant(make_client, migrated):
+    client = make_client(tenant_header="X-Scope-OrgID")
+    labelled = v1_body(extra_labels=[("__tenant__", "bravo")])
+    accepted = client.post(
+        "/api/v1/write", labelled, content_type=V1_TYPE, content_encoding="snappy",
+        x_scope_orgid="acme",
+    )  # fmt: skip
+    assert accepted.status == 204
+    tenants = migrated.query_arrow(
+        f"SELECT DISTINCT labels['__tenant__'] AS t FROM {migrated.database}.series"
+    )
+    assert tenants.column(0).to_pylist() == ["acme"]
 
 
 # -- operations ---------------------------------------------------------------------------

@@ -76,22 +76,32 @@ def test_asking_for_another_tenant_is_refused(loaded):
     assert wh.drill(filters={"tenant": TENANT}, since=START, until=UNTIL)["count"].item() > 0
 
 
-def test_sql_sees_the_tenants_rows_in_every_scoped_table(loaded, traffic):
+def test_sql_as_a_tenant_needs_row_policies_and_is_refused_without(loaded):
+    # Where no row policy holds (DuckDB, chdb in-process, a database the server has no
+    # policies for), arbitrary SQL cannot be held to a tenant: it is refused, never run.
+    # Under the policies: test_row_policies.py.
+    reason = {
+        "clickhouse": "needs ClickHouse row policies",
+        "chdb": "no users, so no row policies",
+        "duckdb": "DuckDB has no row policies",
+    }
+    kind = "chdb" if loaded.url.startswith("chdb") else loaded.capabilities.dialect
+    with pytest.raises(QueryError, match=reason[kind]):
+        Warehouse(loaded, tenant=TENANT).sql("SELECT count() FROM requests")
+
+
+def test_a_dimension_named_like_a_column_never_unbinds_the_tenant(loaded, traffic):
+    # attrs['tenant'] once came back as a column `tenant`, to which the tenant filter
+    # then bound: every tenant's rows.
     wh = Warehouse(loaded, tenant=TENANT)
-    counted = wh.sql(
-        "SELECT count() AS n, uniqExact(tenant) AS tenants FROM requests AS r "
-        "WHERE r.request_id IN (SELECT request_id FROM requests WHERE NOT is_probe)"
-    )
-    assert counted.row(0) == (own(traffic).num_rows, 1)
-    with_cte = wh.sql("WITH t AS (SELECT tenant FROM requests) SELECT DISTINCT tenant FROM t")
-    assert with_cte["tenant"].to_list() == [TENANT]
+    drilled = wh.drill(by=["attrs['tenant']", "zone"], since=START, until=UNTIL)
+    assert "attr_tenant" in drilled.columns
+    assert drilled["count"].sum() == own(traffic).num_rows
 
 
 @pytest.mark.parametrize(
     ("sql", "refusal"),
     [
-        ("SELECT count() FROM samples", "samples is not tenant-scoped"),
-        ("SELECT * FROM series", "series is not tenant-scoped"),
         ("SELECT name FROM system.tables", "system.tables is not tenant-scoped"),
         ("SELECT * FROM numbers(3)", "table functions are refused"),
         ("SHOW TABLES", "SHOW is refused when reading as a tenant"),
@@ -117,10 +127,10 @@ def test_the_cli_reads_as_the_configured_tenant(embedded_server, traffic, tmp_pa
     assert done.returncode == 0, done.stderr
     assert [line.split(",")[0] for line in done.stdout.splitlines()[1:]] == [TENANT]
     refused = subprocess.run(
-        [sys.executable, "-m", "warehouse", "sql", "SELECT count() FROM samples"],
+        [sys.executable, "-m", "warehouse", "sql", "SELECT name FROM system.tables"],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
     )  # fmt: skip
-    assert refused.returncode == 1 and "samples is not tenant-scoped" in refused.stderr
+    assert refused.returncode == 1 and "system.tables is not tenant-scoped" in refused.stderr
     store = open_store(url)
     store.command(f"DROP DATABASE IF EXISTS {store.database}")
     store.close()

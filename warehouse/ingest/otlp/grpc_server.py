@@ -47,6 +47,7 @@ from warehouse.errors import (
     StoreUnavailable,
 )
 from warehouse.ingest.otlp import wire as otlp_wire
+from warehouse.ingest.tenant import named_tenant
 
 if TYPE_CHECKING:
     from warehouse.ingest.app import Receiver
@@ -136,15 +137,18 @@ class OtlpGrpcServer:
         # grace ran out): nothing was acknowledged.
         code, message, retry_after = grpc.StatusCode.CANCELLED, "", None
         try:
-            metadata = dict(context.invocation_metadata() or ())
+            pairs = list(context.invocation_metadata() or ())
+            metadata = dict(pairs)
             if not authorized(metadata.get("authorization"), config.auth_token, config.basic_auth):
                 code, message = grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials"
             else:
                 tenant = None
                 if config.tenant_header is not None:
-                    tenant = metadata.get(config.tenant_header.lower()) or None
-                    if not tenant:
-                        raise IngestError(f"missing tenant metadata {config.tenant_header}")
+                    wanted = config.tenant_header.lower()
+                    tenant = named_tenant(
+                        (value for key, value in pairs if key.lower() == wanted),
+                        config.tenant_header,
+                    )
                 with receiver.committer.hold(len(raw)):
                     answer = await export(raw, otlp_wire.PROTOBUF, tenant)
                 code = grpc.StatusCode.OK
