@@ -15,7 +15,7 @@ import typer
 
 from warehouse import cli_compare, cli_generate, cli_query
 from warehouse.api import Warehouse
-from warehouse.auth import credentials
+from warehouse.auth import credentials, new_credential
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import Config, load_config, parse_listen, setting_help
 from warehouse.errors import (
@@ -43,8 +43,14 @@ clickhouse_app = typer.Typer(
 migrate_app = typer.Typer(
     help="Schema migrations.", no_args_is_help=True, rich_markup_mode="markdown"
 )
+token_app = typer.Typer(
+    help="Credentials that bind tenants (see docs/security.md).",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
 app.add_typer(clickhouse_app, name="clickhouse")
 app.add_typer(migrate_app, name="migrate")
+app.add_typer(token_app, name="token")
 app.add_typer(cli_query.app)
 app.add_typer(cli_query.slo_app, name="slo")
 app.add_typer(cli_query.query_app, name="query")
@@ -104,6 +110,26 @@ def run(argv: list[str] | None = None) -> int:
 def _fail(message: str, code: int) -> int:
     typer.echo(f"llmwh: error: {' '.join(message.split())}", err=True)
     return code
+
+
+# -- llmwh token ... --------------------------------------------------------------------
+
+
+@token_app.command("new")
+def token_new(
+    name: Annotated[str, typer.Option("--name", help="What the credential is for (logs, 403s)")],
+    tenants: Annotated[
+        list[str], typer.Option("--tenant", help="A tenant it may use (repeat; '*': every one)")
+    ],
+    rights: Annotated[
+        list[str], typer.Option("--right", help="write, read or admin (repeat for several)")
+    ],
+) -> None:
+    """Make a random token: the token goes to stderr, once, and the entry to append to the
+    `credentials_file` (which keeps only the token's SHA-256) to stdout."""
+    token, entry = new_credential(name, tenants, rights)
+    typer.echo(f"token (shown once): {token}", err=True)
+    typer.echo(entry, nl=False)
 
 
 # -- llmwh clickhouse ... ---------------------------------------------------------------

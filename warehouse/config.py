@@ -81,6 +81,9 @@ class Config:
     (/healthz and /readyz stay open; unset: no auth)."""
     basic_auth: str | None = None
     """USER:PASSWORD (HTTP basic auth) required where auth_token is (unset: no auth)."""
+    credentials_file: str | None = None
+    """TOML file of the receiver's credentials: each token (stored as its SHA-256) with
+    the tenants and rights (write, read, admin) it holds; `llmwh token new` makes one."""
     remote_read_max_samples: int = 10_000_000
     """Most samples one query of a remote read may return; over it, HTTP 400 naming the
     limit (Prometheus's own remote-read handler refuses over 5e7)."""

@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "DataDirLocked",
     "EmbeddedServerError",
+    "Forbidden",
     "IngestError",
     "InvalidArgument",
     "MigrationError",
@@ -90,6 +91,13 @@ class IngestError(WarehouseError):
     """
 
     http_status = 400
+
+
+class Forbidden(IngestError):
+    """The credential is good but holds no right to this (HTTP 403): another tenant, or
+    a read with a write-only credential."""
+
+    http_status = 403
 
 
 class UnsupportedMediaType(IngestError):

@@ -1,4 +1,5 @@
-"""Credentials: a bearer token or basic auth, either when both are configured."""
+"""Credentials: a bearer token or basic auth, either when both are configured; and the
+credentials file, whose tokens each hold tenants and rights."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ import base64
 
 import pytest
 
-from warehouse.auth import authorized, challenge, credentials
+from warehouse.auth import (
+    EVERYTHING,
+    authorized,
+    challenge,
+    credentials,
+    hash_token,
+    load_access,
+    new_credential,
+)
+from warehouse.errors import ConfigError
 
 BASIC = "Basic " + base64.b64encode(b"prom:pw").decode()
 
@@ -44,3 +54,66 @@ def test_our_own_credentials_are_taken(token, basic):
     (header,) = credentials(token, basic).values()
     assert authorized(header, token, basic)
     assert credentials(None, None) == {}
+
+
+# -- credentials that bind tenants ----------------------------------------------------
+
+
+def credentials_file(tmp_path, text: str) -> str:
+    path = tmp_path / "credentials.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_new_credential_grants_its_token_what_it_names(tmp_path):
+    token, entry = new_credential("acme-agent", ["acme", "acme-staging"], ["write"])
+    assert token not in entry and hash_token(token) in entry
+    access = load_access(None, None, credentials_file(tmp_path, entry), multi_tenant=True)
+    grant = access.grant(f"Bearer {token}")
+    assert grant.name == "acme-agent" and grant.allows("write") and not grant.allows("read")
+    assert grant.covers("acme-staging") and not grant.covers("bravo")
+    # Basic auth carries the token as its password.
+    basic = "Basic " + base64.b64encode(f"vmagent:{token}".encode()).decode()
+    assert access.grant(basic) == grant
+    assert access.grant(f"Bearer {token}x") is None
+    assert access.grant(None) is None
+
+
+def test_every_tenant_and_the_shared_token_grant_everything(tmp_path):
+    token, entry = new_credential("ops", ["*"], ["read", "admin"])
+    access = load_access("legacy", None, credentials_file(tmp_path, entry), multi_tenant=False)
+    assert access.grant(f"Bearer {token}").covers("anyone")
+    assert access.grant("Bearer legacy") == EVERYTHING
+    assert load_access(None, None, None, multi_tenant=True).grant(None) == EVERYTHING
+
+
+@pytest.mark.parametrize(
+    ("text", "multi_tenant", "reason"),
+    [
+        ("[[credential]]\ntoken_sha256 = 'abc'\ntenants = ['a']\nrights = ['write']",
+         True, "64 hex digits"),
+        (f"[[credential]]\ntoken_sha256 = '{'a' * 64}'\ntenants = ['a']\nrights = ['own']",
+         True, "rights must be a list of write, read, admin"),
+        (f"[[credential]]\ntoken_sha256 = '{'a' * 64}'\ntenants = []\nrights = ['read']",
+         True, "tenants must be a list"),
+        (f"[[credential]]\ntoken_sha256 = '{'a' * 64}'\ntenants = ['a b']\nrights = ['read']",
+         True, "not a tenant name"),
+        (f"[[credential]]\ntoken_sha256 = '{'a' * 64}'\ntenants = ['a']\nrights = ['read']",
+         False, "set tenant_header"),
+        (f"[[credential]]\ntoken_sha256 = '{'a' * 64}'\ntenants = ['*']\nrights = ['read']\n"
+         f"[[credential]]\ntoken_sha256 = '{'A' * 64}'\ntenants = ['*']\nrights = ['read']",
+         True, "granted twice"),
+        ("[[credential]]\ntoken = 'plain'\ntenants = ['*']\nrights = ['read']",
+         True, "64 hex digits"),
+        ("token = 'x'", True, "unknown key"),
+        ("[[credential", True, "invalid TOML"),
+    ],
+)  # fmt: skip
+def test_a_bad_credentials_file_is_refused_naming_the_problem(tmp_path, text, multi_tenant, reason):
+    with pytest.raises(ConfigError, match=reason):
+        load_access(None, None, credentials_file(tmp_path, text), multi_tenant)
+
+
+def test_a_missing_credentials_file_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="No such file"):
+        load_access(None, None, str(tmp_path / "nope.toml"), multi_tenant=True)

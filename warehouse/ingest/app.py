@@ -46,11 +46,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from warehouse.auth import authorized, challenge
+from warehouse.auth import EVERYTHING, challenge, load_access
 from warehouse.config import Config
 from warehouse.errors import (
     BufferFull,
     ConfigError,
+    Forbidden,
     IngestError,
     InvalidArgument,
     PayloadTooLarge,
@@ -86,7 +87,7 @@ from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
 from warehouse.ingest.sealing import POLL_SECONDS as SEALING_POLL_SECONDS
 from warehouse.ingest.sealing import SealingLag, lag_limit, refresh_limit
-from warehouse.ingest.tenant import named_tenant
+from warehouse.ingest.tenant import named_tenant, require_tenant
 from warehouse.ingest.wal import Entry, WriteAheadLog
 from warehouse.ingest.wal_inserter import WalInserter
 from warehouse.store.base import Store
@@ -125,6 +126,12 @@ class Receiver:
     def __init__(self, store: Store, config: Config | None = None):
         self.store = store
         self.config = config or Config()
+        self.access = load_access(
+            self.config.auth_token,
+            self.config.basic_auth,
+            self.config.credentials_file,
+            multi_tenant=self.config.tenant_header is not None,
+        )
         self.metrics = ReceiverMetrics()
         self.metrics.buffer_limit_bytes.set(self.config.buffer_bytes)
         self.mapping = load_mapping(self.config.metric_mapping)
@@ -337,7 +344,8 @@ class Receiver:
         try:
             # Health and readiness stay open for load balancers: they tell nothing else.
             guarded = path.startswith(("/api/", "/v1/")) or path in ("/metrics", "/", "/report")
-            if guarded and not self._authorized(scope):
+            grant = self.access.grant(header(scope, "authorization")) if guarded else EVERYTHING
+            if grant is None:
                 status = 401
                 await self._refuse(
                     scope,
@@ -347,6 +355,10 @@ class Receiver:
                     [("www-authenticate", challenge(self.config.auth_token))],
                 )
                 return
+            right = "admin" if path == "/metrics" else "write" if writes else "read"
+            if not grant.allows(right):
+                raise Forbidden(f"credential {grant.name!r} may not {right} here")
+            scope["llmwh.grant"] = grant
             with self.committer.hold(self._claim(scope) if writes else 0):
                 status = await handler(scope, receive, send)
         except BufferFull as exc:
@@ -423,11 +435,6 @@ class Receiver:
         if declared is not None and declared.isascii() and declared.isdigit():
             return min(int(declared), self.config.max_body_bytes)
         return self.config.max_body_bytes
-
-    def _authorized(self, scope: Scope) -> bool:
-        return authorized(
-            header(scope, "authorization"), self.config.auth_token, self.config.basic_auth
-        )
 
     # -- endpoints ----------------------------------------------------------------------
 
@@ -830,7 +837,9 @@ class Receiver:
         name = self.config.tenant_header
         if name is None:
             return None
-        return named_tenant(header_values(scope, name.lower()), name)
+        tenant = named_tenant(header_values(scope, name.lower()), name)
+        require_tenant(scope.get("llmwh.grant", EVERYTHING), tenant)
+        return tenant
 
     def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
         """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""

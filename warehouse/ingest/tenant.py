@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from warehouse.errors import ConfigError, IngestError
+from warehouse.auth import Grant
+from warehouse.errors import ConfigError, Forbidden, IngestError
 from warehouse.model import check_tenant
 
-__all__ = ["named_tenant"]
+__all__ = ["named_tenant", "require_tenant"]
 
 
 def named_tenant(values: Iterable[str], name: str) -> str:
@@ -27,3 +28,9 @@ def named_tenant(values: Iterable[str], name: str) -> str:
         return check_tenant(given[0])
     except ConfigError as exc:
         raise IngestError(f"tenant header {name}: {exc}") from None
+
+
+def require_tenant(grant: Grant, tenant: str) -> None:
+    """Refuse (403) a tenant the request's credential does not hold."""
+    if not grant.covers(tenant):
+        raise Forbidden(f"credential {grant.name!r} may not use tenant {tenant!r}")

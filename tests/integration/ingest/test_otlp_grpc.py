@@ -33,6 +33,7 @@ from prometheus_client import generate_latest
 from senders import emit_shaped_spans, free_port, wait_for
 from test_otlp_traces import FailingInserts, export, vllm_span
 
+from warehouse.auth import new_credential
 from warehouse.cli import run as llmwh
 from warehouse.config import Config
 from warehouse.ingest.app import Receiver
@@ -243,6 +244,31 @@ def test_multi_tenant_exports_must_name_their_tenant(serve):
         call(body, metadata=(("x-scope-orgid", "acme"),), timeout=10)
     landed = rows(store_url, "SELECT request_id, tenant FROM {db}.requests")
     assert landed == [{"request_id": "req-1", "tenant": "acme"}]
+
+
+def test_a_credential_exports_to_its_own_tenants_only(serve, tmp_path):
+    token, entry = new_credential("acme-collector", ["acme"], ["write"])
+    reader, reader_entry = new_credential("dashboards", ["*"], ["read"])
+    (tmp_path / "credentials.toml").write_text(entry + reader_entry)
+    _, target, store_url = serve(
+        tenant_header="X-Scope-OrgID", credentials_file=tmp_path / "credentials.toml"
+    )
+    channel, call = exporter(target)
+    body = export(vllm_span(1))
+    with channel:
+        for secret, tenant, reason in (
+            (token, "bravo", "may not use tenant 'bravo'"),
+            (reader, "acme", "may not write"),
+        ):
+            with pytest.raises(grpc.RpcError) as refused:
+                metadata = (("authorization", f"Bearer {secret}"), ("x-scope-orgid", tenant))
+                call(body, metadata=metadata, timeout=10)
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert reason in refused.value.details()
+        assert request_ids(store_url) == []
+        call(body, metadata=(("authorization", f"Bearer {token}"), ("x-scope-orgid", "acme")),
+             timeout=10)  # fmt: skip
+    assert request_ids(store_url) == ["req-1"]
 
 
 def test_a_message_over_max_body_bytes_is_resource_exhausted(serve):

@@ -8,11 +8,13 @@ import gzip
 import json
 import re
 import time
+from functools import partial
 
 import cramjam
 import pyarrow as pa
 import pytest
 
+from warehouse.auth import new_credential
 from warehouse.errors import StoreError
 from warehouse.ingest.events import encode_ndjson
 from warehouse.ingest.proto import V1, V2
@@ -312,6 +314,57 @@ def test_basic_auth(make_client):
         client.post("/api/v1/write", v1_body(), content_type=V1_TYPE, authorization=good).status
         == 204
     )
+
+
+@pytest.fixture
+def bound(make_client, tmp_path):
+    """A multi-tenant receiver whose credentials bind tenants: acme's agent may write
+    acme only, the dashboards may read acme and bravo, ops may see /metrics."""
+    tokens, entries = {}, []
+    for name, tenants, rights in (
+        ("acme-agent", ["acme"], ["write"]),
+        ("dashboards", ["acme", "bravo"], ["read"]),
+        ("ops", ["*"], ["admin"]),
+    ):
+        tokens[name], entry = new_credential(name, tenants, rights)
+        entries.append(entry)
+    path = tmp_path / "credentials.toml"
+    path.write_text("\n".join(entries))
+    client = make_client(tenant_header="X-Scope-OrgID", credentials_file=str(path))
+    return client, {name: f"Bearer {token}" for name, token in tokens.items()}
+
+
+def test_a_credential_writes_to_its_own_tenants_only(bound, migrated):
+    client, auth = bound
+    write = partial(client.post, "/api/v1/write", v1_body(), content_type=V1_TYPE,
+                    content_encoding="snappy")  # fmt: skip
+    assert write(x_scope_orgid="acme").status == 401
+    assert write(x_scope_orgid="acme", authorization="Bearer guess").status == 401
+    other = write(x_scope_orgid="bravo", authorization=auth["acme-agent"])
+    assert other.status == 403 and "may not use tenant 'bravo'" in other.text
+    reader = write(x_scope_orgid="acme", authorization=auth["dashboards"])
+    assert reader.status == 403 and "may not write" in reader.text
+    assert count(migrated, f"SELECT count() FROM {migrated.database}.samples") == 0
+    assert write(x_scope_orgid="acme", authorization=auth["acme-agent"]).status == 204
+    tenants = migrated.query_arrow(
+        f"SELECT DISTINCT labels['__tenant__'] AS t FROM {migrated.database}.series"
+    )
+    assert tenants.column(0).to_pylist() == ["acme"]
+
+
+def test_reads_and_the_receivers_metrics_need_their_rights(bound):
+    client, auth = bound
+    page = client.request("GET", "/", headers={"authorization": auth["acme-agent"],
+                                               "x-scope-orgid": "acme"})  # fmt: skip
+    assert page.status == 403 and "may not read" in page.text
+    outside = client.request("GET", "/", headers={"authorization": auth["dashboards"],
+                                                  "x-scope-orgid": "globex"})  # fmt: skip
+    assert outside.status == 403 and "may not use tenant 'globex'" in outside.text
+    for name in ("acme-agent", "dashboards"):
+        metrics = client.request("GET", "/metrics", headers={"authorization": auth[name]})
+        assert metrics.status == 403
+    ops = client.request("GET", "/metrics", headers={"authorization": auth["ops"]})
+    assert ops.status == 200
 
 
 # -- 5xx and the retry ---------------------------------------------------------------------

@@ -36,18 +36,18 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from warehouse.auth import authorized
 from warehouse.config import parse_listen
 from warehouse.errors import (
     BufferFull,
     ConfigError,
+    Forbidden,
     IngestError,
     PayloadTooLarge,
     StoreError,
     StoreUnavailable,
 )
 from warehouse.ingest.otlp import wire as otlp_wire
-from warehouse.ingest.tenant import named_tenant
+from warehouse.ingest.tenant import named_tenant, require_tenant
 
 if TYPE_CHECKING:
     from warehouse.ingest.app import Receiver
@@ -139,9 +139,12 @@ class OtlpGrpcServer:
         try:
             pairs = list(context.invocation_metadata() or ())
             metadata = dict(pairs)
-            if not authorized(metadata.get("authorization"), config.auth_token, config.basic_auth):
+            grant = receiver.access.grant(metadata.get("authorization"))
+            if grant is None:
                 code, message = grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials"
             else:
+                if not grant.allows("write"):
+                    raise Forbidden(f"credential {grant.name!r} may not write here")
                 tenant = None
                 if config.tenant_header is not None:
                     wanted = config.tenant_header.lower()
@@ -149,6 +152,7 @@ class OtlpGrpcServer:
                         (value for key, value in pairs if key.lower() == wanted),
                         config.tenant_header,
                     )
+                    require_tenant(grant, tenant)
                 with receiver.committer.hold(len(raw)):
                     answer = await export(raw, otlp_wire.PROTOBUF, tenant)
                 code = grpc.StatusCode.OK
@@ -175,6 +179,8 @@ def refusal(exc: IngestError | StoreError) -> tuple[grpc.StatusCode, str, int | 
         return grpc.StatusCode.UNAVAILABLE, str(exc), exc.retry_after
     if isinstance(exc, PayloadTooLarge):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), None
+    if isinstance(exc, Forbidden):
+        return grpc.StatusCode.PERMISSION_DENIED, str(exc), None
     if isinstance(exc, IngestError):
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc), None
     if isinstance(exc, StoreUnavailable):
