@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import typer
 
 from warehouse import cli_compare, cli_generate, cli_query
 from warehouse.api import Warehouse
-from warehouse.auth import credentials, new_credential
+from warehouse.auth import credentials, load_access, new_credential
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import Config, load_config, parse_listen, setting_help
 from warehouse.errors import (
@@ -25,6 +26,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.ingest.server import run_receiver
+from warehouse.ingest.wal import usable_directory
 from warehouse.store import DEFAULT_DATABASE, discovery, embedded, local_cluster, open_store, schema
 from warehouse.store.base import Store
 
@@ -417,8 +419,17 @@ def serve(
     host, port = parse_listen(config.listen)
     if config.otlp_grpc_listen:
         _check_bindable(config.otlp_grpc_listen, "--otlp-grpc-listen")
-    if demo_rate <= 0:
+    if not math.isfinite(demo_rate) or demo_rate <= 0:
         raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")
+    # What the receiver would refuse at start, refused before anything starts.
+    if config.wal_dir:
+        usable_directory(config.wal_dir)
+    load_access(
+        config.auth_token,
+        config.basic_auth,
+        config.credentials_file,
+        config.tenant_header is not None,
+    )
     with discovery.store_or_start(config, http_port, tcp_port, say=typer.echo) as (target, own):
         _say_update(target, schema.migrate(target, config))
         _apply_configured_slos(target, config)

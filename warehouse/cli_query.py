@@ -7,6 +7,7 @@ JSON, CSV or Parquet.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ import typer
 from warehouse.api import Warehouse
 from warehouse.cli_shared import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import load_config, parse_listen
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, InvalidArgument
 from warehouse.query.named import bind, for_grafana, named_queries, read_query
 from warehouse.query.result import Result
 from warehouse.query.timerange import time_range
@@ -575,6 +576,8 @@ def export(
     from warehouse.query import registry
     from warehouse.query.slo import load_slo
 
+    if not math.isfinite(interval) or interval < 1:
+        raise InvalidArgument(f"--interval must be at least 1 second, got {interval}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     host, port = parse_listen(listen)
     with _warehouse(store, data, config_file) as wh:

@@ -131,6 +131,36 @@ CLI_CASES = {
     "compare: unknown backend": (["compare", "--backends", "oracle"], "oracle"),
     "compare: bad fault": (["compare", "--fault", "nonsense"], "nonsense"),
     "export: bad listen address": (["export", "--slo", "chat", "--listen", "here"], "here"),
+    "export: zero interval": (["export", "--interval", "0"], "--interval"),
+    "export: negative interval": (["export", "--interval", "-1"], "--interval"),
+    "export: interval nan": (["export", "--interval", "nan"], "--interval"),
+    "serve: demo rate nan": (["serve", "--demo-rate", "nan"], "--demo-rate"),
+    "serve: a file as the WAL": (["serve", "--wal", "/etc/passwd"], "/etc/passwd"),
+    "incident: negative severity": (
+        ["generate", "-n", "10", "-i", "zone-ttft:severity=-3", "--out", "x.ndjson"],
+        "severity",
+    ),
+    "incident: share above 1": (
+        ["generate", "-n", "10", "-i", "tenant-errors:severity=3", "--out", "x.ndjson"],
+        "share",
+    ),
+    "store: timeout not a number": (
+        ["sql", "SELECT 1", "--store", "http://127.0.0.1:1/llmwh?connect_timeout=abc"],
+        "connect_timeout",
+    ),
+    "store: timeout nan": (
+        ["sql", "SELECT 1", "--store", "http://127.0.0.1:1/llmwh?connect_timeout=nan"],
+        "connect_timeout",
+    ),
+    "store: zero timeout": (
+        ["sql", "SELECT 1", "--store", "http://127.0.0.1:1/llmwh?connect_timeout=0"],
+        "connect_timeout",
+    ),
+    "store: negative timeout": (
+        ["sql", "SELECT 1", "--store", "http://127.0.0.1:1/llmwh?send_receive_timeout=-1"],
+        "send_receive_timeout",
+    ),
+    "store: broken IPv6 host": (["sql", "SELECT 1", "--store", "http://[::1"], "IPv6"),
 }
 
 
@@ -154,6 +184,7 @@ STORE_CASES = {
     "a write through sql": (["sql", "DROP TABLE requests"], "read-only"),
     "empty sql": (["sql", ""], "SQL"),
     "drift: baseline of one": (["drift", "--baseline", "1"], "baseline"),
+    "drift: baseline past the range": (["drift", "--baseline", "99999999"], "baseline"),
     "drift: unknown direction": (["drift", "--direction", "sideways"], "sideways"),
     "ab: confidence above 1": (["ab", "--level", "1.5"], "level"),
     "root cause: negative limit": (["root-cause", "--limit", "-1"], "limit"),

@@ -381,7 +381,9 @@ class Receiver:
             status, retry = 500, None
             if path in OTLP_PATHS:  # OTLP senders retry 503, never 500
                 status, retry = 503, [("retry-after", str(RETRY_AFTER_SECONDS))]
-            await self._refuse(scope, send, status, f"the store could not {what}: {exc}", retry)
+            # A read's error may quote the SQL the warehouse built: that stays in the log.
+            shown = f": {exc}" if writes else " (see the receiver's log)"
+            await self._refuse(scope, send, status, f"the store could not {what}{shown}", retry)
         finally:
             self.metrics.labelled(self.metrics.http_requests, endpoint, str(status)).inc()
 

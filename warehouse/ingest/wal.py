@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from warehouse.errors import ConfigError, StoreUnavailable
 
-__all__ = ["Entry", "Frame", "WriteAheadLog"]
+__all__ = ["Entry", "Frame", "WriteAheadLog", "usable_directory"]
 
 _MAGIC = b"LWAL"
 _HEADER = struct.Struct("<4sIQII")
@@ -77,6 +77,17 @@ class Checkpoint:
     """Frames an insert was started for and may not have ended."""
 
 
+def usable_directory(directory: str | Path) -> Path:
+    """``directory`` for a write-ahead log, made if missing; a clear error if it cannot be."""
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        what = "is not a directory" if path.exists() else exc.strerror or exc
+        raise ConfigError(f"write-ahead log {path} (wal_dir): {what}") from None
+    return path
+
+
 class WriteAheadLog:
     """Frames in segment files under ``directory``; one writer process at a time."""
 
@@ -96,7 +107,7 @@ class WriteAheadLog:
 
     def open(self) -> list[Frame]:
         """Open the log for appending; returns the frames not yet in the store, in order."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        usable_directory(self.directory)
         self._lock_directory()
         self._read_checkpoint()
         frames: list[Frame] = []

@@ -9,6 +9,7 @@ breach, and counts consecutive breaching windows; ``alert`` is raised after
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
@@ -56,6 +57,12 @@ def detect_drift(
         raise QueryError(f"bad direction {direction!r}: one of {', '.join(stats.DIRECTIONS)}")
     if baseline < 2 or alert_after < 1:
         raise QueryError("the baseline needs at least 2 windows and alerts at least 1")
+    windows = math.ceil((time_range.until - time_range.since) / interval)
+    if baseline >= windows:
+        raise QueryError(
+            f"a baseline of {baseline} windows leaves no window to judge: the range holds "
+            f"{windows} windows of {interval}; ask for a longer range or a shorter baseline"
+        )
     by = list(by)
     series = ask(
         store,

@@ -10,6 +10,7 @@ import os
 import re
 import threading
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import clickhouse_connect
@@ -367,8 +368,8 @@ def _settings_clause(settings: Settings) -> str:
 
 def _client_options(url: StoreURL) -> dict[str, Any]:
     known = {
-        "connect_timeout": int,
-        "send_receive_timeout": int,
+        "connect_timeout": partial(_seconds, "connect_timeout"),
+        "send_receive_timeout": partial(_seconds, "send_receive_timeout"),
         "verify": _boolean,
         "compress": _compression,
     }
@@ -420,6 +421,15 @@ def _compression(value: str) -> bool | str:
     raise ConfigError(
         f"store URL option compress={value!r}: use true, false, lz4, zstd, br or gzip"
     )
+
+
+def _seconds(name: str, value: str) -> int:
+    """A timeout option: a whole number of seconds, at least 1."""
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise ConfigError(
+            f"store URL option {name}={value!r}: a whole number of seconds, 1 or more"
+        )
+    return int(value)
 
 
 def _boolean(value: str) -> bool:

@@ -54,7 +54,10 @@ def parse_store_url(url: str) -> StoreURL:
             f"invalid store URL {url!r}: expected http://host:port/db, chdb:///path "
             "or duckdb:///path.duckdb"
         )
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL"
+        raise ConfigError(f"invalid store URL {url!r}: {exc}") from None
     scheme = parts.scheme.lower()
     options = tuple(parse_qsl(parts.query))
     if scheme in _HTTP_SCHEMES:

@@ -17,6 +17,7 @@ the command line: ``--incident zone-ttft``, or with settings
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,6 +39,7 @@ class Kind:
     default_severity: float
     apply: Callable[[Columns, np.ndarray, np.random.Generator, float], None]
     summary: str
+    severity_is_share: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,16 +120,24 @@ def parse_incident(spec: str) -> Incident:
         elif key in ("at", "for"):
             fields["at" if key == "at" else "length"] = _when(value, spec)
         elif key == "severity":
-            try:
-                fields["severity"] = float(value)
-            except ValueError:
-                raise ConfigError(
-                    f"bad severity {value!r} in {spec!r}: expected a number"
-                ) from None
+            fields["severity"] = _severity(KINDS[kind], value, spec)
         else:
             keys = ", ".join((KINDS[kind].dimension, "at", "for", "severity"))
             raise ConfigError(f"unknown incident setting {key!r} in {spec!r}: expected {keys}")
     return Incident(kind, **fields)  # type: ignore[arg-type]
+
+
+def _severity(kind: Kind, value: str, spec: str) -> float:
+    """A severity: a positive factor, or for kinds whose severity is a share, 0 to 1."""
+    try:
+        severity = float(value)
+    except ValueError:
+        severity = math.nan
+    most = 1.0 if kind.severity_is_share else math.inf
+    if not (0 < severity <= most) or math.isinf(severity):
+        expected = "a share above 0, at most 1" if kind.severity_is_share else "a factor above 0"
+        raise ConfigError(f"bad severity {value!r} in {spec!r}: expected {expected}")
+    return severity
 
 
 def _when(value: str, spec: str) -> float | timedelta:
@@ -196,7 +206,9 @@ def _bad_arm(c: Columns, hit: np.ndarray, rng: np.random.Generator, factor: floa
 
 KINDS = {
     "zone-ttft": Kind("zone", "sh-b", 4.0, _zone_ttft, "TTFT degrades"),
-    "kv-collapse": Kind("model", "llama-3-70b", 0.02, _kv_collapse, "KV-cache hit ratio collapses"),
-    "tenant-errors": Kind("tenant", "globex", 0.35, _tenant_errors, "error burst"),
+    "kv-collapse": Kind(
+        "model", "llama-3-70b", 0.02, _kv_collapse, "KV-cache hit ratio collapses", True
+    ),
+    "tenant-errors": Kind("tenant", "globex", 0.35, _tenant_errors, "error burst", True),
     "bad-arm": Kind("ab_group", "treatment", 1.6, _bad_arm, "bad experiment arm"),
 }

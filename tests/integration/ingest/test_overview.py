@@ -93,3 +93,13 @@ def test_in_multi_tenant_mode_the_pages_show_the_headers_tenant_only(make_client
         shown = set(re.findall(r"<tr><td>([a-z]+)</td><td>[\d,]+</td>", page.text))
         assert shown <= {tenant}  # never another tenant's group
         assert shown or tenant != "acme"  # acme calls the chat service
+        # A dimension named like the tenant column reads the header's tenant still.
+        attrs = client.get(
+            "/report?slo=chat-assistant&since=3h&by=attrs['tenant']", x_scope_orgid=tenant
+        )
+        assert attrs.status == 200, attrs.text
+        overview = client.get("/", x_scope_orgid=tenant)
+        assert overview.status == 200
+        # Its own figures, never the receiver's (every tenant's writes).
+        assert f"<h2>Tenant {tenant}</h2>" in overview.text
+        assert "<h2>Receiver</h2>" not in overview.text

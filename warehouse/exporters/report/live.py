@@ -23,13 +23,15 @@ from warehouse.config import Config
 from warehouse.errors import QueryError
 from warehouse.exporters.report.figures import gather
 from warehouse.exporters.report.page import render, render_sections
-from warehouse.query.timerange import TimeRange, time_range
+from warehouse.query.timerange import TimeRange, parse_duration, time_range
 from warehouse.store.base import Store
 
 __all__ = ["Overview"]
 
 REFRESH_SECONDS = 60
 REDRAW_SECONDS = 30
+TENANT_WINDOW = "5m"
+"""What a tenant's own figures on the overview cover."""
 MAX_REPORT_RANGE = timedelta(days=400)
 """The longest range a report page answers (the hourly rollups' default retention)."""
 _WRITE_ENDPOINTS = ("/api/v1/write", "/api/v1/requests")
@@ -79,10 +81,12 @@ class Overview:
             with self._lock:
                 self._pages[tenant] = cached
         _, window, sections = cached
+        # The receiver's own figures are every tenant's: a tenant sees its own instead.
+        health = self._health() if tenant is None else self._tenant_health(tenant)
         return render(
             [],
             title=f"llmwh: the last {self.hours} hours",
-            header=self._health() + _report_form(self.slos) + sections,
+            header=health + _report_form(self.slos) + sections,
             refresh_seconds=REFRESH_SECONDS,
             window=window,
         )
@@ -103,6 +107,20 @@ class Overview:
         by = _one(query, "by")
         warehouse = Warehouse(self.store, self.config, tenant=tenant)
         return render([gather(warehouse, name, window, by) for name in names])
+
+    def _tenant_health(self, tenant: str) -> str:
+        """The tenant's own traffic of the last :data:`TENANT_WINDOW`, from the store."""
+        recent = Warehouse(self.store, self.config, tenant=tenant).drill(
+            measures=["count", "error_rate"], since=TENANT_WINDOW
+        )
+        count = int(recent["count"].sum()) if recent.height else 0
+        errors = recent["error_rate"].item() if recent.height and count else None
+        seconds = parse_duration(TENANT_WINDOW).total_seconds()
+        cards = [
+            ("requests/s", f"{count / seconds:,.1f}", f"landed, over the last {TENANT_WINDOW}"),
+            ("error rate", "&ndash;" if errors is None else f"{errors:.1%}", "of those requests"),
+        ]
+        return f"<h2>Tenant {html.escape(tenant)}</h2>{_cards(cards)}"
 
     def _health(self) -> str:
         samples = [s for metric in self.registry.collect() for s in metric.samples]
@@ -143,12 +161,16 @@ class Overview:
             ("flush latency", "&ndash;" if flush_ms is None else f"{flush_ms:,.0f} ms", "mean"),
             ("sealing lag", f"{lag:,.1f} s", "oldest unsealed part"),
         ]
-        shown = "".join(
-            f"<div class='card'><span class='muted'>{label}</span><b>{value}</b>"
-            f"<span class='muted'>{note}</span></div>"
-            for label, value, note in cards
-        )
-        return f"<h2>Receiver</h2><div class='cards'>{shown}</div>"
+        return f"<h2>Receiver</h2>{_cards(cards)}"
+
+
+def _cards(cards: Sequence[tuple[str, str, str]]) -> str:
+    shown = "".join(
+        f"<div class='card'><span class='muted'>{label}</span><b>{value}</b>"
+        f"<span class='muted'>{note}</span></div>"
+        for label, value, note in cards
+    )
+    return f"<div class='cards'>{shown}</div>"
 
 
 def _report_form(slos: Sequence[str]) -> str:
