@@ -81,6 +81,9 @@ class Config:
     (/healthz and /readyz stay open; unset: no auth)."""
     basic_auth: str | None = None
     """USER:PASSWORD (HTTP basic auth) required where auth_token is (unset: no auth)."""
+    max_future_seconds: int = 600
+    """How far ahead of the receiver's clock a write's timestamps may be; later ones are
+    refused (400, or OTLP partial_success), as are ones older than the retention."""
     credentials_file: str | None = None
     """TOML file of the receiver's credentials: each token (stored as its SHA-256) with
     the tenants and rights (write, read, admin) it holds; `llmwh token new` makes one."""

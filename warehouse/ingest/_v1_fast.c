@@ -1,15 +1,17 @@
 /*
  * Remote write 1.0 in C: prometheus.WriteRequests of float samples, as columns.
  *
- * columns(bodies, min_timestamp, limits) parses decompressed WriteRequests, each on its
+ * columns(bodies, min_timestamp, limits, requests, max_timestamp) parses decompressed
+ * WriteRequests, each on its
  * own, in one pass without the GIL, into one set of the columns
  * warehouse.ingest.remote_write_tables builds its tables from: every series' labels
  * checked, sorted by name and hashed into its id. A body this fast path does not take
  * is left out whole and its index returned, for the Python decoder to decode alone:
  * anything the fast path does not handle (metadata, exemplars, histograms, a wire type
  * it does not expect), anything the decoder refuses (corrupt protobuf, invalid UTF-8,
- * an empty or duplicate label name, no __name__), a sample older than min_timestamp
- * (the retention), and a body over one of the receiver's limits (series per body,
+ * an empty or duplicate label name, no __name__), a sample outside [min_timestamp,
+ * max_timestamp] (what the store keeps: warehouse/ingest/time_window.py), per-request
+ * parts included, and a body over one of the receiver's limits (series per body,
  * labels per series, bytes per label name or value). The Python decoder then gives the
  * same rows or the error message, so this module never has to agree with it on a
  * message, only on rows. Its limit checks may only be stricter than Python's: it counts
@@ -24,8 +26,8 @@
  * the mapping names and which carries the request-id label is a part of that request,
  * not a series: its samples become parts, and the parts of one request (tenant, request
  * id) across the whole call are pivoted into one row (see the "parts" section). Such a
- * series is left out of the series and sample columns unless the spec keeps it, and the
- * retention (min_timestamp) does not apply to it then. The Python reference of the
+ * series is left out of the series and sample columns unless the spec keeps it. The
+ * Python reference of the
  * pivot is warehouse/ingest/request_pivot.py; both must give the same rows.
  *
  * Returns (columns, refused, parts): refused lists the indices of the bodies left out,
@@ -750,11 +752,12 @@ static int put_key_part(Buf *key, const uint8_t *s, size_t n) {
     return buf_put(key, digits + k, sizeof digits - (size_t)k) || buf_put(key, s, n);
 }
 
-static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timestamp, Out *o) {
+static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timestamp,
+                        int64_t max_timestamp, Out *o) {
     int64_t index = o->n_series;
     size_t first_sample = o->owners.len / 8;
     const uint8_t *fields = NULL, *fields_end = NULL; /* the label fields, when together */
-    int together = 1, too_old = 0;
+    int together = 1;
     o->raw.len = 0;
     while (p < end) {
         const uint8_t *field_start = p;
@@ -776,7 +779,8 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
             if (wire_type != 2 || read_bytes(&p, end, &s, &n)) return FALLBACK;
             int status = parse_sample(s, s + n, &value, &timestamp);
             if (status) return status;
-            if (timestamp < min_timestamp) too_old = 1; /* the retention drops it */
+            /* Outside what the store keeps: the Python decoder refuses it, naming why. */
+            if (timestamp < min_timestamp || timestamp > max_timestamp) return FALLBACK;
             if (buf_i64(&o->owners, index) || buf_i64(&o->timestamps, timestamp) ||
                 buf_put(&o->values, &value, 8))
                 return NO_MEMORY;
@@ -798,7 +802,6 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
         hash = hash_bytes(fields, (size_t)(fields_end - fields));
         seen = seen_slot(&o->seen, hash, fields, (size_t)(fields_end - fields));
         if (seen->length) { /* only plain series are remembered */
-            if (too_old) return FALLBACK;
             int64_t *owners = (int64_t *)o->owners.data + first_sample;
             for (size_t k = 0; k < samples; k++) owners[k] = seen->series;
             return OK;
@@ -847,8 +850,6 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
             if (taken) seen = NULL; /* kept as a series too, but never remembered */
         }
     }
-    if (too_old) return FALLBACK;
-
     o->key.len = 0;
     if (put_key_part(&o->key, metric->value, metric->value_len)) return NO_MEMORY;
     if (buf_put(&o->metric_data, metric->value, metric->value_len) ||
@@ -883,7 +884,8 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
     return OK;
 }
 
-static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_timestamp, Out *o) {
+static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_timestamp,
+                         int64_t max_timestamp, Out *o) {
     uint64_t entries = 0; /* series entries, repeated or not: at least the distinct series */
     while (p < end) {
         uint64_t key;
@@ -894,7 +896,7 @@ static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_times
             size_t n;
             if (wire_type != 2 || read_bytes(&p, end, &s, &n)) return FALLBACK;
             if (o->max_series && ++entries > o->max_series) return FALLBACK;
-            int status = parse_series(s, s + n, min_timestamp, o);
+            int status = parse_series(s, s + n, min_timestamp, max_timestamp, o);
             if (status) return status;
         } else if (field == 3) {
             return FALLBACK; /* metadata */
@@ -1054,10 +1056,10 @@ typedef struct {
 static PyObject *columns(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *sequence, *requests = Py_None;
-    long long min_timestamp;
+    long long min_timestamp, max_timestamp = INT64_MAX;
     unsigned long long limits[4] = {0, 0, 0, 0};
-    if (!PyArg_ParseTuple(args, "OL|(KKKK)O", &sequence, &min_timestamp, &limits[0], &limits[1],
-                          &limits[2], &limits[3], &requests))
+    if (!PyArg_ParseTuple(args, "OL|(KKKK)OL", &sequence, &min_timestamp, &limits[0], &limits[1],
+                          &limits[2], &limits[3], &requests, &max_timestamp))
         return NULL;
     Spec spec;
     memset(&spec, 0, sizeof spec);
@@ -1113,7 +1115,8 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         for (int k = 0; k < N_OUTPUTS; k++) lengths[k] = list[k]->len;
         int64_t n_series = o.n_series, n_labels = o.n_labels;
         size_t seen = o.seen.count;
-        status = parse_request(start, start + bodies[i].view.len, (int64_t)min_timestamp, &o);
+        status = parse_request(start, start + bodies[i].view.len, (int64_t)min_timestamp,
+                               (int64_t)max_timestamp, &o);
         if (status == FALLBACK) {
             for (int k = 0; k < N_OUTPUTS; k++) list[k]->len = lengths[k];
             o.n_series = n_series;
@@ -1190,7 +1193,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS,
-     "columns(bodies, min_timestamp, limits=(0, 0, 0, 0), requests=None)\n"
+     "columns(bodies, min_timestamp, limits=(0, 0, 0, 0), requests=None, max_timestamp=2**63-1)\n"
      "    -> (columns, refused, parts)\n\n"
      "Decompressed prometheus.WriteRequest bodies of float samples as one set of columns, "
      "the indices of the bodies left to the Python decoder (they add nothing), and with "

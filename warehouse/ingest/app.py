@@ -28,13 +28,13 @@ import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 from urllib.parse import parse_qs
 
 import cramjam
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -83,11 +83,19 @@ from warehouse.ingest.otlp.metrics import MetricsWrite, metrics_to_write
 from warehouse.ingest.otlp.span_mapping import load_span_mapping
 from warehouse.ingest.otlp.spans import SpanRequests, spans_to_requests
 from warehouse.ingest.receiver_metrics import ReceiverMetrics
-from warehouse.ingest.remote_write_tables import with_tenant
-from warehouse.ingest.request_pivot import Pivot, c_spec, parts_table, split_requests
+from warehouse.ingest.remote_write_tables import series_times_of_kept, with_tenant
+from warehouse.ingest.request_pivot import (
+    Pivot,
+    c_spec,
+    parts_table,
+    pivot_rows,
+    request_times,
+    split_requests,
+)
 from warehouse.ingest.sealing import POLL_SECONDS as SEALING_POLL_SECONDS
 from warehouse.ingest.sealing import SealingLag, lag_limit, refresh_limit
 from warehouse.ingest.tenant import named_tenant, require_tenant
+from warehouse.ingest.time_window import TimeWindow, keep_within, window_for
 from warehouse.ingest.wal import Entry, WriteAheadLog
 from warehouse.ingest.wal_inserter import WalInserter
 from warehouse.store.base import Store
@@ -471,11 +479,11 @@ class Receiver:
             if outcome is None:  # written with its flush
                 await respond(send, 204)
                 return 204
-            decoded, too_old, pivot = outcome
+            decoded, refused, pivot = outcome
         else:
             decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
             written_at = time.time()
-            tables, (decoded, too_old, pivot) = await asyncio.to_thread(
+            tables, (decoded, refused, pivot) = await asyncio.to_thread(
                 lambda: self._decode(_decompress(body), decode, tenant)
             )
             self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/write").observe(
@@ -496,15 +504,14 @@ class Receiver:
                 ("x-prometheus-remote-write-histograms-written", str(decoded.histograms_written)),
                 ("x-prometheus-remote-write-exemplars-written", str(decoded.exemplars_written)),
             ]
-        if too_old:
+        if refused[0]:
             # A partial write: the rest is committed; 400 tells the sender not to retry
             # what can never be stored (as Prometheus does for out-of-bounds samples).
             await respond(
                 send,
                 400,
-                f"{too_old} samples, histograms or exemplars are older than the samples "
-                f"retention ({self.config.samples_ttl_days} days) and were not written; "
-                "the rest was\n",
+                f"{refused[0]} samples, histograms, exemplars or per-request metrics were "
+                f"not written ({refused[1]}); the rest was\n",
                 headers,
             )
             return 400
@@ -517,7 +524,8 @@ class Receiver:
         """Decode a decompressed remote-write body in Python.
 
         Returns the store tables (per-request samples pivoted into request parts), and
-        the write less what the retention drops, how much that was, and the pivot.
+        the write less what the store would not keep (:mod:`.time_window`), how much that
+        was and why, and the pivot.
         """
         self._refuse_while_sealing_behind(raw)
         decoded = decode(raw)
@@ -528,9 +536,11 @@ class Receiver:
         decoded = self._tenants_series(decoded, tenant)
         if self.new_series is not None:  # per-request samples are no series
             self.new_series.charge(tenant or "", decoded.series)
-        decoded, too_old = self._within_retention(decoded)
+        decoded, (samples_refused, why) = self._samples_within_window(decoded)
+        pivot, (parts_refused, why_parts) = self._parts_within_window(pivot)
+        refused = (samples_refused + parts_refused, why or why_parts)
         tables = {**_store_tables(decoded), "request_parts": parts_table(pivot)}
-        return tables, (decoded, too_old, pivot)
+        return tables, (decoded, refused, pivot)
 
     def _tenants_series(
         self, decoded: remote_write.DecodedWrite, tenant: str | None
@@ -552,12 +562,14 @@ class Receiver:
     def _insert_v1_batch(self, tenant: str, bodies: list[bytes]) -> list[int]:
         """One flush of 1.0 bodies decoded in C as one write; returns the bodies left out."""
         written_at = time.time()
-        cutoff = _MIN_INT64
-        if self.store.capabilities.ttl:
-            cutoff = int(self._retention_cutoff().timestamp() * 1000)
+        # A body with any time outside the narrower window of the two is left to the
+        # Python decoder, which keeps what it can and says why it refused the rest.
+        windows = (self.window("samples"), self.window("requests"))
+        earliest = max(w.earliest_ms for w in windows)
+        latest = min(w.latest_ms for w in windows)
         spec = c_spec(self.mapping, tenant or None, self.config.request_samples_as_series)
         decoded, pivot, left_out = remote_write.decode_v1_batch(
-            bodies, cutoff, self.limits.as_tuple(), spec
+            bodies, earliest, self.limits.as_tuple(), spec, latest
         )
         decoded = self._tenants_series(decoded, tenant)
         if self.new_series is not None:
@@ -597,38 +609,56 @@ class Receiver:
         for future in running:
             future.result()
 
-    def _retention_cutoff(self) -> datetime:
-        return datetime.now(UTC) - timedelta(days=self.config.samples_ttl_days)
+    def window(self, table: str) -> TimeWindow:
+        """The times a write into ``table`` (``requests`` or ``samples``) may carry now."""
+        return window_for(table, self.config, self.store.capabilities)
 
-    def _within_retention(
+    def _samples_within_window(
         self, decoded: remote_write.DecodedWrite
-    ) -> tuple[remote_write.DecodedWrite, int]:
-        """The write less what the store's TTL would drop at once, and how much that was.
-
-        Acknowledging such samples would be a lie: ClickHouse drops them on insert.
-        """
-        if not self.store.capabilities.ttl:
-            return decoded, 0
-        cutoff = pa.scalar(self._retention_cutoff(), pa.timestamp("ms", tz="UTC"))
-        kept = {
-            name: table.filter(pc.greater_equal(table.column("timestamp"), cutoff))
-            for name, table in (
-                ("samples", decoded.samples),
-                ("histograms", decoded.histograms),
-                ("exemplars", decoded.exemplars),
-            )
-        }
-        gone = {name: getattr(decoded, name).num_rows - t.num_rows for name, t in kept.items()}
+    ) -> tuple[remote_write.DecodedWrite, tuple[int, str]]:
+        """The write less the samples, histograms and exemplars the store would not keep
+        (older than its retention, too far ahead, past what it holds), how many those
+        were and why. Acknowledging them would be a lie: ClickHouse's TTL drops the old
+        at once, and a time past 2106 wraps in it."""
+        window = self.window("samples")
+        kept, gone, reasons = {}, {}, []
+        for name in ("samples", "histograms", "exemplars"):
+            table = getattr(decoded, name)
+            kept[name], gone[name], reason = keep_within(table, "timestamp", window)
+            if reason:
+                reasons.append(reason)
         dropped = sum(gone.values())
         if not dropped:
-            return decoded, 0
-        return replace(
+            return decoded, (0, "")
+        decoded = replace(
             decoded,
             **kept,
             samples_written=decoded.samples_written - gone["samples"],
             histograms_written=decoded.histograms_written - gone["histograms"],
             exemplars_written=decoded.exemplars_written - gone["exemplars"],
-        ), dropped
+        )
+        return series_times_of_kept(decoded), (dropped, f"a sample's {reasons[0]}")
+
+    def _parts_within_window(self, pivot: Pivot) -> tuple[Pivot, tuple[int, str]]:
+        """The pivot less the requests whose per-request metrics carry a time their
+        ``requests`` row could not keep; how many samples those were and why."""
+        if not len(pivot.rank):
+            return pivot, (0, "")
+        window = self.window("requests")
+        outside = np.zeros(len(pivot.rank), dtype=bool)
+        reason = ""
+        for times in request_times(pivot):
+            ms = pa.array(times, pa.int64())
+            old = window.too_old(ms).to_numpy(zero_copy_only=False)
+            new = window.too_new(ms).to_numpy(zero_copy_only=False)
+            if not reason and (old | new).any():
+                first = int(np.argmax(old | new))
+                reason = window.old_reason if old[first] else window.new_reason
+            outside |= old | new
+        if not outside.any():
+            return pivot, (0, "")
+        refused = int(outside.sum())
+        return pivot_rows(pivot, ~outside), (refused, f"a per-request metric's time {reason}")
 
     async def _events(self, scope: Scope, receive: Receive, send: Send) -> int:
         kind, _ = media_type(header(scope, "content-type"))
@@ -649,8 +679,13 @@ class Receiver:
         body = await read_body(scope, receive, self.config.max_body_bytes)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/requests").inc(len(body))
         started = time.perf_counter()
+        window = self.window("requests")
         table = await asyncio.to_thread(
-            _decode_events, body, encoding, decode, self.config.max_body_bytes
+            _decode_events,
+            body,
+            encoding,
+            partial(decode, window=window),
+            self.config.max_body_bytes,
         )
         self.limits.check_requests(table)
         table = self._with_tenant(scope, table)
@@ -716,6 +751,13 @@ class Receiver:
             time.perf_counter() - started
         )
         if found.table is not None:
+            # Spans the store would not keep are rejected, never acknowledged.
+            kept, outside, reason = keep_within(found.table, "ts", self.window("requests"))
+            if outside:
+                found.rejected += outside
+                found.reasons.append(f"{outside} spans: {reason}")
+            found = replace(found, table=kept if kept.num_rows else None)
+        if found.table is not None:
             table = self._tenant_rows(tenant, found.table)
             # A retried export is the same body: its token makes the store drop it.
             token = _body_token(tenant, raw)
@@ -740,7 +782,7 @@ class Receiver:
         points = await asyncio.to_thread(self._points_of, raw, kind, tenant, deltas)
         answer = ExportMetricsServiceResponse()
         if points.body:
-            tables, (decoded, too_old, pivot) = await asyncio.to_thread(
+            tables, (decoded, refused, pivot) = await asyncio.to_thread(
                 self._decode, points.body, remote_write.decode_v2, tenant
             )
             self.metrics.labelled(self.metrics.decode_seconds, OTLP_METRICS_PATH).observe(
@@ -753,8 +795,8 @@ class Receiver:
             await self.committer.submit(tables, dedup_token=token)
             self._count_written(decoded)
             self._count_parts(pivot, written_at)
-            if too_old:  # exemplars: points older than the retention were refused before
-                points.note(too_old, f"{too_old} exemplars are older than the samples retention")
+            if refused[0]:  # what the store would not keep (too old were refused before)
+                points.note(refused[0], f"{refused[0]} points or exemplars: {refused[1]}")
         # Committed: the delta streams take the export's points (a refused or failed
         # export moved none, so its retry is summed afresh).
         self._delta_streams.commit(deltas)
@@ -768,9 +810,7 @@ class Receiver:
         self, raw: bytes, kind: str, tenant: str | None, deltas: DeltaBatch
     ) -> MetricsWrite:
         request = otlp_wire.decode(raw, kind, ExportMetricsServiceRequest)
-        not_before = 0
-        if self.store.capabilities.ttl:
-            not_before = int(self._retention_cutoff().timestamp() * 1000) * 1_000_000
+        not_before = self.window("samples").earliest_ms * 1_000_000
         return metrics_to_write(request, deltas, tenant, not_before)
 
     def _spans_of(self, raw: bytes, kind: str) -> SpanRequests:
@@ -912,7 +952,6 @@ def _decompress(body: bytes) -> bytes:
         raise IngestError(f"body is not valid snappy (block format): {exc}") from None
 
 
-_MIN_INT64 = -(2**63)
 _INLINE_DECOMPRESS_BYTES = 256 << 10
 """Bodies up to this size are decompressed on the event loop (well under a millisecond)."""
 _DECOMPRESSORS: dict[str, Callable[[bytes, int], bytes]] = {

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ import pyarrow as pa
 from warehouse.errors import BufferFull, StoreUnavailable
 from warehouse.ingest.wal import Entry
 from warehouse.store.base import Store
+
+log = logging.getLogger("llmwh.receiver")
 
 __all__ = ["INSERT_ORDER", "Body", "FlushStats", "GroupCommitter", "merge_tables"]
 
@@ -277,11 +280,16 @@ class GroupCommitter:
         started = time.perf_counter()
         nbytes = sum(p.nbytes for p in batch)
         errors: dict[int, BaseException] = {}
+        rows = 0
         try:
             await self._flush_bodies([p for p in batch if p.body is not None], errors)
             rows = await self._flush_tables(
                 [p for p in batch if p.tables and id(p) not in errors], errors
             )
+        except Exception as exc:  # a fault of ours, not the data's: every writer hears it
+            log.exception("a flush failed")
+            for pending in batch:
+                errors.setdefault(id(pending), exc)
         finally:
             self.buffered_bytes -= nbytes
             self._flushing_writes -= len(batch)

@@ -137,21 +137,25 @@ def decode_v1_batch(
     min_timestamp: int,
     limits: tuple[int, int, int, int] = (0, 0, 0, 0),
     requests: tuple | None = None,
+    max_timestamp: int = 2**63 - 1,
 ) -> tuple[DecodedWrite, Pivot | None, list[int]]:
     """Decode many 1.0 bodies in C as one write; its request parts; the bodies left out.
 
     A body is left out whole when it holds anything but float samples, anything
-    :func:`decode_v1` would refuse, a sample older than ``min_timestamp`` (Unix ms), or
+    :func:`decode_v1` would refuse, a sample (or a per-request part) outside
+    ``[min_timestamp, max_timestamp]`` (Unix ms: :mod:`~warehouse.ingest.time_window`), or
     more than ``limits`` allow (:meth:`WriteLimits.as_tuple
     <warehouse.ingest.limits.WriteLimits.as_tuple>`): decode it alone with
     :func:`decode_v1`. With ``requests`` (:func:`~warehouse.ingest.request_pivot.c_spec`)
     per-request samples are pivoted into a :class:`~warehouse.ingest.request_pivot.Pivot`
-    as :func:`~warehouse.ingest.request_pivot.split_requests` would, and the retention
-    does not apply to them. Needs the C decoder (:data:`FAST_V1`).
+    as :func:`~warehouse.ingest.request_pivot.split_requests` would. Needs the C decoder
+    (:data:`FAST_V1`).
     """
     if _v1_fast is None:
         raise RuntimeError("the C decoder of remote write 1.0 is not built")
-    columns, left_out, parts = _v1_fast.columns(bodies, min_timestamp, limits, requests)
+    columns, left_out, parts = _v1_fast.columns(
+        bodies, min_timestamp, limits, requests, max_timestamp
+    )
     decoded = from_columns(columns)
     if parts is None:
         return decoded, None, left_out

@@ -599,3 +599,39 @@ def _metadata_table(metric: pa.Array, rows: pa.Table) -> pa.Table:
         },
         schema=METADATA_SCHEMA,
     )
+
+
+def series_times_of_kept(decoded: DecodedWrite) -> DecodedWrite:
+    """``decoded`` with its series cut to those that still carry a sample, histogram or
+    exemplar, and their first and last times taken from those: after some were dropped
+    (refused as outside what the store keeps), a series row must not keep their times."""
+    carried = [t for t in (decoded.samples, decoded.histograms) if t.num_rows]
+    times = [_id_times(t) for t in carried]
+    if decoded.exemplars.num_rows:
+        seen = set().union(*(t.column("id").to_pylist() for t in times)) if times else set()
+        only = _id_times(decoded.exemplars)
+        mask = pc.invert(pc.is_in(only.column("id"), pa.array(list(seen), pa.binary(16))))
+        times.append(only.filter(mask))
+    if not times:
+        return replace(decoded, series=decoded.series.schema.empty_table())
+    spans = (
+        pa.concat_tables(times)
+        .group_by("id")
+        .aggregate([("timestamp", "min"), ("timestamp", "max")])
+    )
+    series = decoded.series
+    keys = _id_times(series.select(["id"]).append_column("timestamp", series.column("min_time")))
+    found = pc.index_in(keys.column("id"), spans.column("id"))
+    carrying = pc.is_valid(found)
+    found = found.filter(carrying)
+    kept = series.filter(carrying)
+    kept = kept.set_column(3, "min_time", spans.column("timestamp_min").take(found))
+    kept = kept.set_column(4, "max_time", spans.column("timestamp_max").take(found))
+    kept = kept.cast(SERIES_SCHEMA)
+    return replace(decoded, series=kept)
+
+
+def _id_times(table: pa.Table) -> pa.Table:
+    ids = table.column("id").combine_chunks()
+    storage = ids.storage if isinstance(ids, pa.ExtensionArray) else ids
+    return pa.table({"id": pc.cast(storage, pa.binary(16)), "timestamp": table.column("timestamp")})

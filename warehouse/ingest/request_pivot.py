@@ -345,3 +345,29 @@ def _storage(column: pa.ChunkedArray) -> pa.Array:
     """The plain array under an extension type (UUID), which compute kernels take."""
     array = column.combine_chunks()
     return array.storage if isinstance(array, pa.ExtensionArray) else array
+
+
+def pivot_rows(pivot: Pivot, keep: np.ndarray) -> Pivot:
+    """``pivot`` with only the requests where ``keep`` (bool, one per request) is true."""
+    mask = pa.array(keep, pa.bool_())
+    return replace(
+        pivot,
+        tenant=pivot.tenant.filter(mask),
+        request_id=pivot.request_id.filter(mask),
+        first_ts=pivot.first_ts[keep],
+        values=pivot.values[keep],
+        present=pivot.present[keep],
+        rank=pivot.rank[keep],
+        error_class=pivot.error_class.filter(mask),
+        labels=pivot.labels.filter(mask),
+    )
+
+
+def request_times(pivot: Pivot) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's first sample (Unix ms) and its start time where a part gave one
+    (Unix ms; ``first_ts`` where none did): the times its row may carry."""
+    k = TARGETS.index("ts")
+    given = pivot.present[:, k]
+    start = pivot.first_ts.astype(np.int64, copy=True)
+    start[given] = np.round(pivot.values[given, k]).astype(np.int64)  # at most 2299: fits
+    return pivot.first_ts, start

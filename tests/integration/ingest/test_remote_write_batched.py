@@ -184,8 +184,8 @@ def batches(monkeypatch) -> list[tuple[int, list[int]]]:
     calls = []
     decode = remote_write.decode_v1_batch
 
-    def spy(bodies, min_timestamp, limits, requests):
-        decoded, pivot, left_out = decode(bodies, min_timestamp, limits, requests)
+    def spy(bodies, min_timestamp, limits, requests, max_timestamp=2**63 - 1):
+        decoded, pivot, left_out = decode(bodies, min_timestamp, limits, requests, max_timestamp)
         calls.append((len(bodies), left_out))
         return decoded, pivot, left_out
 

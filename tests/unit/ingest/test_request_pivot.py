@@ -119,10 +119,15 @@ class TestChosenFlushes:
         assert c[2] == [1]
         assert_same_pivot(c, python_pivot(good))
 
-    def test_the_retention_does_not_apply_to_parts_unless_they_are_kept_as_series(self):
+    def test_a_part_outside_the_window_leaves_its_body_to_python(self):
+        # Python keeps what the store keeps, and says why it refused the rest.
         old = v1(part("llm_request_ttft_seconds", "r1", 0.2, ts=T0 - 10))
-        assert c_pivot([old], min_timestamp=T0)[2] == []
+        assert c_pivot([old], min_timestamp=T0)[2] == [0]
         assert c_pivot([old], keep_series=True, min_timestamp=T0)[2] == [0]
+        spec = c_spec(MAPPING, None, False)
+        ahead = remote_write.decode_v1_batch([old], MIN, (0, 0, 0, 0), spec, T0 - 11)
+        assert ahead[2] == [0]
+        assert remote_write.decode_v1_batch([old], MIN, (0, 0, 0, 0), spec, T0 - 10)[2] == []
 
     @pytest.mark.parametrize("keep_series", [False, True])
     @pytest.mark.parametrize("tenant", [None, "team-b"])
@@ -211,13 +216,12 @@ def test_random_flushes_pivot_as_the_python_reference_does(
             bodies.append(body)
     c = c_pivot(bodies, tenant, keep_series, min_timestamp)
     taken = [b for i, b in enumerate(bodies) if i not in c[2]]
-    for i in c[2]:  # left out: refused by Python too, or over the retention
+    for i in c[2]:  # left out: refused by Python too, or a time outside the window
         try:
             decoded = _decode_v1_python(bodies[i])
         except IngestError:
             continue
-        rest, _ = split_requests(decoded, MAPPING, tenant, keep_series)
-        stamps = rest.samples.column("timestamp").cast(pa.int64()).to_pylist()
+        stamps = decoded.samples.column("timestamp").cast(pa.int64()).to_pylist()
         assert min(stamps) < min_timestamp, bodies[i]
     assert_same_pivot(c, python_pivot(b"".join(taken), tenant, keep_series))
 

@@ -23,14 +23,16 @@ from warehouse.errors import IngestError
 from warehouse.ingest.events.fields import _FIELDS, _KINDS
 from warehouse.ingest.events.ndjson_lines import _decode_lines
 from warehouse.ingest.events.pipeline import _finish
+from warehouse.ingest.time_window import TimeWindow
 from warehouse.model import REQUESTS_SCHEMA
 
 
-def decode_ndjson(data: bytes) -> pa.Table:
+def decode_ndjson(data: bytes, window: TimeWindow | None = None) -> pa.Table:
     """Newline-delimited JSON records -> a checked REQUESTS_SCHEMA table.
 
     One JSON object per line; blank lines are ignored. Errors name the line (1-based)
     and the field: ``line 3, field ttft_ms: must be a finite number >= 0, got -4``.
+    With ``window``, a ``ts`` outside it is such an error.
     """
     data = bytes(data)
     lines = _record_lines(data)
@@ -38,8 +40,8 @@ def decode_ndjson(data: bytes) -> pa.Table:
         raise IngestError("empty body: no records")
     table = None if lines is None else _read_json(data, len(lines))
     if table is None:
-        return _decode_lines(data)
-    return _finish(table, lambda row: f"line {lines[row]}")
+        return _decode_lines(data, window)
+    return _finish(table, lambda row: f"line {lines[row]}", window=window)
 
 
 def _record_lines(data: bytes) -> np.ndarray | None:

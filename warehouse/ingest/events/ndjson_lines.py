@@ -18,6 +18,7 @@ from warehouse.ingest.events.fields import (
 )
 from warehouse.ingest.events.pipeline import _finish
 from warehouse.ingest.events.violations import _is_unicode, _show, _Violation
+from warehouse.ingest.time_window import TimeWindow
 
 
 class _DuplicateKey(ValueError):
@@ -35,7 +36,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _decode_lines(data: bytes) -> pa.Table:
+def _decode_lines(data: bytes, window: TimeWindow | None = None) -> pa.Table:
     """The slow path: one line at a time, in Python.
 
     Stops at the first line that is not a record (invalid JSON, not an object, an
@@ -81,7 +82,10 @@ def _decode_lines(data: bytes) -> pa.Table:
         raise IngestError("empty body: no records")
     table = _python_table(values, ts_ms)
     text = pa.array(ts_text, pa.string())
-    result = _finish(table, lambda row: f"line {line_numbers[row]}", ts_text=text, extra=wrong_type)
+    result = _finish(
+        table, lambda row: f"line {line_numbers[row]}", ts_text=text, extra=wrong_type,
+        window=window,
+    )  # fmt: skip
     if stop is not None:
         raise IngestError(stop)
     return result

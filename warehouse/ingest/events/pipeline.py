@@ -25,6 +25,7 @@ from warehouse.ingest.events.columns import (
 from warehouse.ingest.events.fields import _KINDS
 from warehouse.ingest.events.timestamps import _ts_column
 from warehouse.ingest.events.violations import _Check, _first_violation, _Violation
+from warehouse.ingest.time_window import TimeWindow
 from warehouse.model import REQUESTS_SCHEMA
 
 
@@ -61,12 +62,14 @@ def _finish(
     *,
     ts_text: Any = None,
     extra: _Violation | None = None,
+    window: TimeWindow | None = None,
 ) -> pa.Table:
     """Columns of any accepted types -> a checked REQUESTS_SCHEMA table, or IngestError.
 
     Absent columns are taken as null in every record. Column-level type errors are raised
     as they are found; row-level ones are gathered and the first (by row, then by field
-    order) is raised, so the message names the first bad record.
+    order) is raised, so the message names the first bad record. With ``window``, a
+    ``ts`` the store would not keep is one (:mod:`warehouse.ingest.time_window`).
     """
     n = table.num_rows
     columns: dict[str, Any] = {}
@@ -83,6 +86,13 @@ def _finish(
             raise IngestError(f"column {name}: {exc}") from None
         columns[name] = values
         checks.extend(found)
+        if name == "ts" and window is not None:
+            ms = pc.cast(values, pa.int64())
+            shown = (
+                column if ts_text is None else pc.coalesce(pc.cast(column, pa.string()), ts_text)
+            )
+            checks.append(_Check(name, window.too_old(ms), window.old_reason, shown))
+            checks.append(_Check(name, window.too_new(ms), window.new_reason, shown))
 
     given = columns["tpot_ms"]
     derived = derive_tpot_ms(columns["e2e_ms"], columns["ttft_ms"], columns["output_tokens"])
