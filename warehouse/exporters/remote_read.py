@@ -16,6 +16,7 @@ import cramjam
 from google.protobuf.message import DecodeError
 
 from warehouse.errors import IngestError, QueryError
+from warehouse.ingest.inflate import unsnappy
 from warehouse.ingest.proto import READ, V1, delimited, encode_samples, varint
 from warehouse.ingest.remote_write_tables import TENANT_LABEL
 from warehouse.query.series_read import Matcher, Selection, SeriesRead, read_series
@@ -32,6 +33,10 @@ _OPERATORS = {
     READ.LabelMatcher.RE: "=~",
     READ.LabelMatcher.NRE: "!~",
 }
+
+
+MAX_REQUEST_BYTES = 16 << 20
+"""Most bytes a read request may inflate to (its matchers and hints; a bomb is a 413)."""
 
 
 def answer(
@@ -58,10 +63,7 @@ def answer(
 
 
 def _decode(body: bytes) -> READ.ReadRequest:
-    try:
-        raw = bytes(cramjam.snappy.decompress_raw(body))
-    except Exception as exc:  # cramjam raises its own error types
-        raise IngestError(f"the body is not snappy-compressed (block format): {exc}") from None
+    raw = unsnappy(body, MAX_REQUEST_BYTES)
     try:
         return READ.ReadRequest.FromString(raw)
     except DecodeError as exc:

@@ -24,7 +24,6 @@ import contextlib
 import hashlib
 import logging
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
@@ -32,7 +31,6 @@ from datetime import UTC, datetime
 from functools import partial
 from urllib.parse import parse_qs
 
-import cramjam
 import numpy as np
 import pyarrow as pa
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -54,7 +52,6 @@ from warehouse.errors import (
     Forbidden,
     IngestError,
     InvalidArgument,
-    PayloadTooLarge,
     QueryError,
     SealingBehind,
     StoreError,
@@ -75,6 +72,7 @@ from warehouse.ingest.http import (
     read_body,
     respond,
 )
+from warehouse.ingest.inflate import DECOMPRESSORS, gunzip, unsnappy
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.otlp import wire as otlp_wire
@@ -465,9 +463,9 @@ class Receiver:
             # Decoded in C with the other bodies of its flush. CPU work on a large body
             # runs off the event loop.
             if len(body) <= _INLINE_DECOMPRESS_BYTES:
-                raw = _decompress(body)
+                raw = unsnappy(body, self.config.max_body_bytes)
             else:
-                raw = await asyncio.to_thread(_decompress, body)
+                raw = await asyncio.to_thread(unsnappy, body, self.config.max_body_bytes)
             self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/write").observe(
                 time.perf_counter() - started
             )
@@ -484,7 +482,7 @@ class Receiver:
             decode = remote_write.decode_v2 if proto == V2_PROTO else remote_write.decode_v1
             written_at = time.time()
             tables, (decoded, refused, pivot) = await asyncio.to_thread(
-                lambda: self._decode(_decompress(body), decode, tenant)
+                lambda: self._decode(unsnappy(body, self.config.max_body_bytes), decode, tenant)
             )
             self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/write").observe(
                 time.perf_counter() - started
@@ -672,7 +670,7 @@ class Receiver:
                 "application/x-ndjson or application/vnd.apache.arrow.stream"
             )
         encoding = (header(scope, "content-encoding") or "identity").strip().lower()
-        if encoding not in _DECOMPRESSORS:
+        if encoding not in DECOMPRESSORS:
             raise UnsupportedMediaType(
                 f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
             )
@@ -733,7 +731,7 @@ class Receiver:
         self.metrics.labelled(self.metrics.bytes_received, path).inc(len(body))
         if encoding == "identity":
             return kind, body
-        return kind, await asyncio.to_thread(_gunzip, body, self.config.max_body_bytes)
+        return kind, await asyncio.to_thread(gunzip, body, self.config.max_body_bytes)
 
     async def export_traces(
         self, raw: bytes, kind: str, tenant: str | None
@@ -782,13 +780,16 @@ class Receiver:
         points = await asyncio.to_thread(self._points_of, raw, kind, tenant, deltas)
         answer = ExportMetricsServiceResponse()
         if points.body:
+            # Before the decode gives the parts their `received`: sealing is followed by
+            # it, and a write time after it would wait for a sealing that never comes
+            # (every sender's per-request metrics were then refused until a restart).
+            written_at = time.time()
             tables, (decoded, refused, pivot) = await asyncio.to_thread(
                 self._decode, points.body, remote_write.decode_v2, tenant
             )
             self.metrics.labelled(self.metrics.decode_seconds, OTLP_METRICS_PATH).observe(
                 time.perf_counter() - started
             )
-            written_at = time.time()
             token = None  # ClickHouse's tables collapse a retry's rows, as for remote write
             if not self.store.capabilities.collapsing_engines:
                 token = _body_token(tenant, raw)
@@ -945,50 +946,16 @@ def _store_tables(decoded: remote_write.DecodedWrite) -> dict[str, pa.Table]:
     }
 
 
-def _decompress(body: bytes) -> bytes:
-    try:
-        return bytes(cramjam.snappy.decompress_raw(body))
-    except Exception as exc:  # cramjam raises its own error type for corrupt input
-        raise IngestError(f"body is not valid snappy (block format): {exc}") from None
-
-
 _INLINE_DECOMPRESS_BYTES = 256 << 10
 """Bodies up to this size are decompressed on the event loop (well under a millisecond)."""
-_DECOMPRESSORS: dict[str, Callable[[bytes, int], bytes]] = {
-    "identity": lambda body, limit: body,
-    "gzip": lambda body, limit: _gunzip(body, limit),
-    # Not bounded while it inflates: cramjam has no output limit for zstd.
-    "zstd": lambda body, limit: bytes(cramjam.zstd.decompress(body)),
-}
-"""Content-Encoding -> inflate(body, limit), for the bodies of events and OTLP."""
-
-
-def _gunzip(body: bytes, limit: int) -> bytes:
-    """A gzip body inflated, every member of it (RFC 1952); refused (413) once it
-    inflates past ``limit`` bytes."""
-    pieces, size, rest = [], 0, body
-    while rest:
-        inflate = zlib.decompressobj(wbits=31)
-        try:
-            piece = inflate.decompress(rest, limit + 1 - size)
-        except zlib.error as exc:
-            raise IngestError(f"body is not valid gzip: {exc}") from None
-        size += len(piece)
-        if size > limit:
-            raise PayloadTooLarge(f"body inflates past the {limit:,}-byte limit")
-        if not inflate.eof:
-            raise IngestError("body is not valid gzip: a member is cut short")
-        pieces.append(piece)
-        rest = inflate.unused_data
-    return b"".join(pieces)
 
 
 def _decode_events(
     body: bytes, encoding: str, decode: Callable[[bytes], pa.Table], limit: int
 ) -> pa.Table:
     try:
-        raw = _DECOMPRESSORS[encoding](body, limit)
-    except IngestError:  # _gunzip's own, a 413 among them
+        raw = DECOMPRESSORS[encoding](body, limit)
+    except IngestError:  # the decompressor's own, a 413 among them
         raise
     except Exception as exc:
         raise IngestError(f"body is not valid {encoding}: {exc}") from None

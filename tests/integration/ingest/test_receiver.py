@@ -418,14 +418,37 @@ def test_gzip_ndjson_and_arrow_streams_are_taken(client, migrated):
     assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 100
 
 
-def test_an_events_body_that_inflates_past_the_limit_is_413(make_client, migrated):
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [
+        ("gzip", gzip.compress),
+        ("zstd", lambda data: bytes(cramjam.zstd.compress(data))),
+        # Two frames: the bound holds across frames, not per frame.
+        ("zstd", lambda data: bytes(cramjam.zstd.compress(data[:60_000])) * 2),
+    ],
+    ids=["gzip", "zstd", "zstd frames"],
+)
+def test_an_events_body_that_inflates_past_the_limit_is_413(
+    make_client, migrated, encoding, compress
+):
     client = make_client(max_body_bytes=100_000)
-    bomb = gzip.compress(b"\n" * 1_000_000)
+    bomb = compress(b"\n" * 1_000_000)
+    assert len(bomb) < 100_000
     response = client.post(
-        "/api/v1/requests", bomb, content_type="application/x-ndjson", content_encoding="gzip"
+        "/api/v1/requests", bomb, content_type="application/x-ndjson", content_encoding=encoding
     )
     assert response.status == 413 and "100,000-byte limit" in response.text
     assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 0
+
+
+def test_a_snappy_body_stating_more_than_the_limit_is_413_before_inflating(make_client):
+    client = make_client(max_body_bytes=100_000)
+    # A block format body states its length first (a varint): here 2 GiB, for 4 bytes.
+    states_2gib = bytes([0x80, 0x80, 0x80, 0x80, 0x08]) + b"\x00\x00\x00\x00"
+    response = client.post(
+        "/api/v1/write", states_2gib, content_type=V1_TYPE, content_encoding="snappy"
+    )
+    assert response.status == 413 and "100,000-byte limit" in response.text
 
 
 def test_one_bad_event_refuses_the_whole_body_naming_line_and_field(client, migrated):

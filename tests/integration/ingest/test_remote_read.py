@@ -241,7 +241,7 @@ def post(client, body: bytes, **headers: str):
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        (b"\xff\xff not snappy", "not snappy-compressed"),
+        (b"\xff\xff not snappy", "not valid snappy"),
         (bytes(cramjam.snappy.compress_raw(b"\x0a\x05\x08")), "not a valid prometheus.ReadRequest"),
         (read_body(query(("job", "=~", "(unclosed"))), "bad regular expression"),
         (read_body(query(("job", "=~", "(?=ahead)x"))), "invalid perl operator"),
