@@ -3,6 +3,7 @@ compatibility rules name, on every store, answered as the OTLP specification say
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import time
@@ -14,10 +15,14 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as otlp
+from polling import poll_until
 from test_otlp_traces import FailingInserts
 from test_receiver import V1_TYPE, snappy
 
+from warehouse.config import Config
+from warehouse.ingest.app import SEALING_POLL_SECONDS
 from warehouse.ingest.proto import V1
+from warehouse.store.migrations import Migrator
 
 PROTOBUF = "application/x-protobuf"
 T0 = (int(time.time()) - 3600) * 10**9  # recent: older samples fall to the TTL
@@ -250,3 +255,30 @@ def test_an_undecodable_export_is_400_with_a_status(refusing_client):
     assert status.code == 3 and "ExportMetricsServiceRequest" in status.message
     refused = refusing_client.post("/v1/metrics", b"x", content_type="text/plain")
     assert refused.status == 415
+
+
+def test_per_request_parts_sent_over_otlp_never_wedge_sealing(store, client_for):
+    """A gauge named as a mapped per-request metric, with a request id, becomes a request
+    part. Its write time was once taken after the parts were stamped received, so it
+    never counted as sealed, and every sender's per-request metrics got 429 from then
+    on: sealing must be seen to catch up with it."""
+    Migrator(store, Config(seal_after_seconds=1, seal_every_seconds=1)).up()
+    client = client_for(store, seal_after_seconds=1, seal_every_seconds=1)
+    now = time.time_ns()
+    part = otlp.Metric(
+        name="llm_request_ttft_seconds",
+        gauge=otlp.Gauge(data_points=[point(0.25, at=now, start=0, request_id="r-otlp")]),
+    )
+    body = export(part).SerializeToString()
+    answer = client.post("/v1/metrics", body, content_type="application/x-protobuf")
+    assert answer.status == 200, answer.text
+
+    def caught_up() -> bool:
+        client.loop.run_until_complete(asyncio.sleep(SEALING_POLL_SECONDS))
+        if not store.capabilities.scheduled_views:
+            client.loop.run_until_complete(client.app.seal())
+        return not client.app._sealing.waiting
+
+    poll_until(caught_up, "sealing to be seen past the export's parts", timeout=30)
+    rows = store.query_arrow(f"SELECT request_id FROM {store.database}.requests")
+    assert rows.column("request_id").to_pylist() == ["r-otlp"]
