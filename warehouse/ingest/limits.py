@@ -20,7 +20,6 @@ import pyarrow.compute as pc
 
 from warehouse.config import Config
 from warehouse.errors import IngestError
-from warehouse.model import LABEL_COLUMNS
 
 __all__ = ["LimitExceeded", "WriteLimits"]
 
@@ -88,7 +87,8 @@ class WriteLimits:
 
     def check_requests(self, requests: pa.Table) -> None:
         """Refuse per-request events whose labels are over a limit: ``attrs`` entries
-        count as labels, and every label column's value as a label value."""
+        count as labels, and every text column's value (``request_id`` too) as a label
+        value."""
         if not requests.num_rows:
             return
         attrs = requests.column("attrs").combine_chunks()
@@ -105,9 +105,12 @@ class WriteLimits:
         checks = [("attrs", attrs.keys, owner, self.label_name_bytes, "name")]
         checks.append(("attrs", attrs.items, owner, self.label_value_bytes, "value"))
         everyone = np.arange(requests.num_rows)
-        for column in LABEL_COLUMNS:
-            values = requests.column(column).combine_chunks()
-            checks.append((column, values, everyone, self.label_value_bytes, "value"))
+        # Every text column counts as a label value: the dimensions, and request_id,
+        # error_class and the like (a 10 MB request id was once stored as sent).
+        for field in requests.schema:
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                values = requests.column(field.name).combine_chunks()
+                checks.append((field.name, values, everyone, self.label_value_bytes, "value"))
         for where, strings, rows, limit, what in checks:
             if limit and (found := _first_over(strings, limit)):
                 k, length = found

@@ -132,6 +132,16 @@ def test_a_span_over_a_label_limit_is_rejected_alone(make_client, migrated):
     assert [r["request_id"] for r in requests_in(migrated)] == ["req-1"]
 
 
+def test_a_span_whose_request_id_is_over_the_limit_is_rejected_alone(client, migrated):
+    huge = vllm_span(2, **{"gen_ai.request.id": "r" * 10_000_000})
+    response = client.post("/v1/traces", export(vllm_span(1), huge), content_type=PROTOBUF)
+    assert response.status == 200
+    answer = ExportTraceServiceResponse.FromString(response.body)
+    assert answer.partial_success.rejected_spans == 1
+    assert "max_label_value_bytes" in answer.partial_success.error_message
+    assert [r["request_id"] for r in requests_in(migrated)] == ["req-1"]
+
+
 def test_every_member_of_a_gzip_body_is_read_and_trailing_bytes_refused(client, migrated):
     body = gzip.compress(export(vllm_span(1))) + gzip.compress(export(vllm_span(2)))
     response = client.post("/v1/traces", body, content_type=PROTOBUF, content_encoding="gzip")

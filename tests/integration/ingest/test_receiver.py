@@ -441,6 +441,17 @@ def test_an_events_body_that_inflates_past_the_limit_is_413(
     assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 0
 
 
+@pytest.mark.parametrize("field", ["request_id", "model", "zone"])
+def test_an_event_text_over_the_label_value_limit_is_refused(client, migrated, field):
+    row = json.loads(encode_ndjson(synthetic_requests(1, seed=3)))
+    row[field] = "x" * 10_000_000  # once stored as sent
+    body = (json.dumps(row) + "\n").encode()
+    response = client.post("/api/v1/requests", body, content_type="application/x-ndjson")
+    assert response.status == 400
+    assert f"field {field}" in response.text and "max_label_value_bytes" in response.text
+    assert count(migrated, f"SELECT count(*) FROM {migrated.database}.requests") == 0
+
+
 def test_a_snappy_body_stating_more_than_the_limit_is_413_before_inflating(make_client):
     client = make_client(max_body_bytes=100_000)
     # A block format body states its length first (a varint): here 2 GiB, for 4 bytes.
