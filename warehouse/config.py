@@ -81,6 +81,12 @@ class Config:
     (/healthz and /readyz stay open; unset: no auth)."""
     basic_auth: str | None = None
     """USER:PASSWORD (HTTP basic auth) required where auth_token is (unset: no auth)."""
+    tenant_buffer_bytes: int = 64 << 20
+    """In multi-tenant mode, most bytes one tenant's writes may hold in the receiver at
+    once (0: no bound but buffer_bytes); past it that tenant gets 429 with Retry-After,
+    and the others write on."""
+    body_timeout_seconds: int = 30
+    """A request body must arrive whole within this long; else HTTP 408."""
     max_future_seconds: int = 600
     """How far ahead of the receiver's clock a write's timestamps may be; later ones are
     refused (400, or OTLP partial_success), as are ones older than the retention."""
@@ -192,6 +198,7 @@ _MAY_BE_ZERO = frozenset(
         "max_label_name_bytes",
         "max_label_value_bytes",
         "max_new_series_per_minute",
+        "tenant_buffer_bytes",
     }
 )
 

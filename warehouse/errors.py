@@ -21,6 +21,7 @@ __all__ = [
     "PayloadTooLarge",
     "PortInUse",
     "QueryError",
+    "RequestTimeout",
     "SealingBehind",
     "ServerAlreadyRunning",
     "StoreError",
@@ -98,6 +99,12 @@ class Forbidden(IngestError):
     a read with a write-only credential."""
 
     http_status = 403
+
+
+class RequestTimeout(IngestError):
+    """The body did not arrive in time (HTTP 408)."""
+
+    http_status = 408
 
 
 class UnsupportedMediaType(IngestError):

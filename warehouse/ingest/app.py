@@ -173,6 +173,7 @@ class Receiver:
         self.committer = GroupCommitter(
             store,
             max_buffer_bytes=self.config.buffer_bytes,
+            max_tenant_bytes=self.config.tenant_buffer_bytes if self.config.tenant_header else 0,
             linger=self.config.flush_linger_ms / 1000,
             on_flush=self.metrics.observe_flush,
             insert_bodies=self._insert_v1_batch if self._batched_v1 else None,
@@ -365,7 +366,10 @@ class Receiver:
             if not grant.allows(right):
                 raise Forbidden(f"credential {grant.name!r} may not {right} here")
             scope["llmwh.grant"] = grant
-            with self.committer.hold(self._claim(scope) if writes else 0):
+            # Bytes are held as they arrive, for the tenant the header names (checked by
+            # the handler): an idle sender holds what it sent, not what it declared.
+            with self.committer.hold(0, self._tenant_key(scope), write=writes) as held:
+                scope["llmwh.held"] = held
                 status = await handler(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
@@ -415,7 +419,7 @@ class Receiver:
             )
         _require_snappy(scope, "remote read")
         tenant = self._required_tenant(scope)  # a read sees its tenant's series only
-        body = await read_body(scope, receive, self.config.max_body_bytes)
+        body = await self._body(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, READ_PATH).inc(len(body))
         payload = await asyncio.get_running_loop().run_in_executor(
             self._reads,
@@ -435,14 +439,22 @@ class Receiver:
         )
         return 200
 
-    def _claim(self, scope: Scope) -> int:
-        """The bytes a write holds against ``buffer_bytes`` until it is answered: its
-        declared length; a body of undeclared length (chunked) may grow to
-        ``max_body_bytes``, so that."""
-        declared = header(scope, "content-length")
-        if declared is not None and declared.isascii() and declared.isdigit():
-            return min(int(declared), self.config.max_body_bytes)
-        return self.config.max_body_bytes
+    def _tenant_key(self, scope: Scope) -> str:
+        """Whose share of the buffer a request's bytes count against: the tenant header's
+        first value in multi-tenant mode, else everyone's."""
+        name = self.config.tenant_header
+        return (header(scope, name.lower()) or "") if name else ""
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        """The request's body, held against the buffer as it arrives, under a timeout."""
+        held = scope.get("llmwh.held")
+        return await read_body(
+            scope,
+            receive,
+            self.config.max_body_bytes,
+            charge=None if held is None else held.grow,
+            timeout=self.config.body_timeout_seconds,
+        )
 
     # -- endpoints ----------------------------------------------------------------------
 
@@ -455,7 +467,7 @@ class Receiver:
                 f"application/x-protobuf with proto={V1_PROTO} or proto={V2_PROTO}"
             )
         _require_snappy(scope, "remote write")
-        body = await read_body(scope, receive, self.config.max_body_bytes)
+        body = await self._body(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/write").inc(len(body))
         tenant = self._required_tenant(scope)
         started = time.perf_counter()
@@ -674,7 +686,7 @@ class Receiver:
             raise UnsupportedMediaType(
                 f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
             )
-        body = await read_body(scope, receive, self.config.max_body_bytes)
+        body = await self._body(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/requests").inc(len(body))
         started = time.perf_counter()
         window = self.window("requests")
@@ -727,7 +739,7 @@ class Receiver:
             raise UnsupportedMediaType(
                 f"unsupported Content-Encoding {encoding!r}: OTLP/HTTP takes gzip or none"
             )
-        body = await read_body(scope, receive, self.config.max_body_bytes)
+        body = await self._body(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, path).inc(len(body))
         if encoding == "identity":
             return kind, body

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-from warehouse.errors import IngestError, PayloadTooLarge
+from warehouse.errors import IngestError, PayloadTooLarge, RequestTimeout
 
-__all__ = ["Receive", "Scope", "Send", "header", "media_type", "read_body", "respond"]
+__all__ = [
+    "Receive",
+    "Scope",
+    "Send",
+    "header",
+    "header_values",
+    "media_type",
+    "read_body",
+    "respond",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -45,8 +55,33 @@ def media_type(value: str | None) -> tuple[str, dict[str, str]]:
     return kind.strip().lower(), parsed
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole request body; :class:`PayloadTooLarge` as soon as it passes ``limit``."""
+async def read_body(
+    scope: Scope,
+    receive: Receive,
+    limit: int,
+    charge: Callable[[int], None] | None = None,
+    timeout: float | None = None,
+) -> bytes:
+    """The whole request body; :class:`PayloadTooLarge` as soon as it passes ``limit``.
+
+    ``charge`` is told each chunk's size as it arrives (the receiver's buffer holds
+    bytes received, not bytes declared); :class:`RequestTimeout` when the whole body has
+    not arrived within ``timeout`` seconds.
+    """
+    if timeout is None:
+        return await _read_body(scope, receive, limit, charge)
+    try:
+        async with asyncio.timeout(timeout):
+            return await _read_body(scope, receive, limit, charge)
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the body did not arrive within {timeout:g} s (body_timeout_seconds)"
+        ) from None
+
+
+async def _read_body(
+    scope: Scope, receive: Receive, limit: int, charge: Callable[[int], None] | None
+) -> bytes:
     declared = header(scope, "content-length")
     if declared is not None:
         try:
@@ -65,6 +100,8 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(f"body is above the {limit:,}-byte limit")
+        if charge is not None and chunk:
+            charge(len(chunk))
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)

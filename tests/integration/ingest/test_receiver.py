@@ -3,6 +3,7 @@ what each status code means, the Written headers, and that 2xx means committed."
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import json
@@ -266,18 +267,63 @@ def test_writes_being_decoded_count_against_the_buffer_too(make_client, migrated
     finally:
         client.app.committer.in_flight_bytes = 0
     assert refused.status == 429 and refused.headers["retry-after"].isdigit()
-    assert "(buffer_bytes) in writes being decoded or committed" in refused.text
+    assert "(buffer_bytes) in writes being read, decoded or committed" in refused.text
     assert samples_in(migrated) == 0
     taken = client.post("/api/v1/write", body, content_type=V1_TYPE, content_length=str(len(body)))
     assert taken.status == 204  # alone, a write is taken whatever its size
     assert client.app.committer.in_flight_bytes == 0  # released once answered
-    # A body of undeclared length is held at max_body_bytes while it is read.
+    # A body is held for the bytes that arrived, not for those it declared: nine idle
+    # senders declaring 32 MiB each once held the whole buffer.
     client.app.committer.in_flight_bytes = 1
     try:
-        chunked = client.post("/api/v1/write", body, content_type=V1_TYPE)
+        declared = client.post(
+            "/api/v1/write", body, content_type=V1_TYPE, content_length=str(32 << 20)
+        )
     finally:
         client.app.committer.in_flight_bytes = 0
-    assert chunked.status == 429  # 1 + 32 MiB > 10,000
+    assert declared.status == 204
+
+
+def test_one_tenant_holding_its_share_of_the_buffer_stalls_no_other(make_client, migrated):
+    client = make_client(tenant_header="X-Scope-OrgID", tenant_buffer_bytes=5_000)
+    body = v1_body(series=20)
+    write = partial(client.post, "/api/v1/write", body, content_type=V1_TYPE,
+                    content_encoding="snappy")  # fmt: skip
+    with client.app.committer.hold(4_900, "acme"):  # acme's other writes, arriving
+        throttled = write(x_scope_orgid="acme")
+        other = write(x_scope_orgid="bravo")
+    assert throttled.status == 429 and "tenant 'acme' holds" in throttled.text
+    assert other.status == 204
+    assert write(x_scope_orgid="acme").status == 204  # once its writes are answered
+
+
+def test_a_body_that_never_arrives_is_408_and_lets_go_of_the_buffer(make_client):
+    client = make_client(body_timeout_seconds=1)
+
+    async def stalled() -> list[dict]:
+        sent, never = [], asyncio.Event()
+        first = True
+
+        async def receive():
+            nonlocal first
+            if first:
+                first = False
+                return {"type": "http.request", "body": b"\x00", "more_body": True}
+            await never.wait()  # the rest of the body never comes
+
+        async def send(message):
+            sent.append(message)
+
+        headers = [(b"content-type", b"application/x-protobuf"),
+                   (b"content-encoding", b"snappy"), (b"content-length", b"33554432")]  # fmt: skip
+        scope = {"type": "http", "method": "POST", "path": "/api/v1/write", "headers": headers}
+        await client.app(scope, receive, send)
+        return sent
+
+    answer = client.loop.run_until_complete(stalled())
+    assert answer[0]["status"] == 408
+    assert b"body_timeout_seconds" in b"".join(m.get("body", b"") for m in answer[1:])
+    assert client.app.committer.in_flight_bytes == 0
 
 
 def test_with_a_token_configured_writes_need_it(make_client):

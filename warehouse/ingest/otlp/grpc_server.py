@@ -153,7 +153,7 @@ class OtlpGrpcServer:
                         config.tenant_header,
                     )
                     require_tenant(grant, tenant)
-                with receiver.committer.hold(len(raw)):
+                with receiver.committer.hold(len(raw), tenant or ""):
                     answer = await export(raw, otlp_wire.PROTOBUF, tenant)
                 code = grpc.StatusCode.OK
                 return answer
