@@ -313,13 +313,14 @@ class Receiver:
                 self._sealing.sealed(at.replace(tzinfo=at.tzinfo or UTC).timestamp())
             self._sealing.refreshing(row["running"])
 
-    def _refuse_while_sealing_behind(self, raw: bytes) -> None:
+    def _refuse_while_sealing_behind(self, raw: bytes, tenant: str | None) -> None:
         """429 for a body that may carry per-request metrics while sealing lags.
 
         A body without the request-id label's name anywhere in it carries none."""
-        if self._sealing.behind() and self._request_label in raw:
+        if self._sealing.behind(tenant or "") and self._request_label in raw:
             raise SealingBehind(
-                f"{self._sealing.reason()}: retry later", retry_after=RETRY_AFTER_SECONDS
+                f"{self._sealing.reason(tenant or '')}: retry later",
+                retry_after=RETRY_AFTER_SECONDS,
             )
 
     async def _seal_forever(self) -> None:
@@ -481,7 +482,7 @@ class Receiver:
             self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/write").observe(
                 time.perf_counter() - started
             )
-            self._refuse_while_sealing_behind(raw)
+            self._refuse_while_sealing_behind(raw, tenant)
             written_at = time.time()
             outcome = await self.committer.submit_body(
                 Body(raw, tenant or "", partial(self._decode, raw, remote_write.decode_v1, tenant))
@@ -506,7 +507,7 @@ class Receiver:
                 token = _body_token(tenant, body)
             await self.committer.submit(tables, dedup_token=token)
         self._count_written(decoded)
-        self._count_parts(pivot, written_at)
+        self._count_parts(pivot, written_at, tenant)
         headers = []
         if proto == V2_PROTO:
             headers = [
@@ -537,7 +538,7 @@ class Receiver:
         the write less what the store would not keep (:mod:`.time_window`), how much that
         was and why, and the pivot.
         """
-        self._refuse_while_sealing_behind(raw)
+        self._refuse_while_sealing_behind(raw, tenant)
         decoded = decode(raw)
         self.limits.check_series(decoded.series)
         decoded, pivot = split_requests(
@@ -605,7 +606,7 @@ class Receiver:
                 self._written_series.remember(series)
             self._insert_together({"samples": decoded.samples, "request_parts": parts})
         self._count_written(decoded)
-        self._count_parts(pivot, written_at)
+        self._count_parts(pivot, written_at, tenant)
         return left_out
 
     def _insert_together(self, tables: dict[str, pa.Table]) -> None:
@@ -807,7 +808,7 @@ class Receiver:
                 token = _body_token(tenant, raw)
             await self.committer.submit(tables, dedup_token=token)
             self._count_written(decoded)
-            self._count_parts(pivot, written_at)
+            self._count_parts(pivot, written_at, tenant)
             if refused[0]:  # what the store would not keep (too old were refused before)
                 points.note(refused[0], f"{refused[0]} points or exemplars: {refused[1]}")
         # Committed: the delta streams take the export's points (a refused or failed
@@ -915,11 +916,11 @@ class Receiver:
         self.metrics.labelled(self.metrics.written, "exemplars").inc(decoded.exemplars_written)
         self.metrics.labelled(self.metrics.written, "series").inc(decoded.series.num_rows)
 
-    def _count_parts(self, pivot: Pivot, written_at: float) -> None:
+    def _count_parts(self, pivot: Pivot, written_at: float, tenant: str | None) -> None:
         """Count a committed pivot; ``written_at`` is no later than its ``received``
         (with the write-ahead log, parts count as received when it inserts them)."""
         if len(pivot.rank) and self.wal is None:
-            self._sealing.wrote(written_at)
+            self._sealing.wrote(written_at, tenant or "")
         self.metrics.labelled(self.metrics.written, "request_samples").inc(pivot.taken)
         self.metrics.labelled(self.metrics.written, "request_parts").inc(len(pivot.rank))
         self.metrics.request_samples_dropped.inc(pivot.dropped)

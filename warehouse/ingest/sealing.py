@@ -4,10 +4,11 @@ Per-request metrics sent as samples land as ``request_parts`` rows and count onc
 sealing has made them ``requests`` rows (docs/per-request-metrics.md, "Sealing").
 Sealing runs beside the receiver on the same cores: a receiver that acknowledged parts
 as fast as it can take them in would leave sealing ever further behind. So the receiver
-remembers when it wrote parts that are not sealed yet, and while the oldest of them has
-waited longer than :attr:`SealingLag.limit` it refuses writes that carry per-request
-metrics with 429 (the sender retries them later); plain series are never refused for it.
-It refuses them too while the store's sealing refresh has run longer than
+remembers when it wrote parts that are not sealed yet, per tenant, and while the oldest
+of a tenant's has waited longer than :attr:`SealingLag.limit` it refuses that tenant's
+writes that carry per-request metrics with 429 (the sender retries them later); plain
+series are never refused for it, and no tenant for another's parts. It refuses them too,
+to the tenants with parts waiting, while the store's sealing refresh has run longer than
 :func:`refresh_limit`: a refresh slowed by the intake competing for the same cores then
 gets them, and finishes within its period.
 """
@@ -54,8 +55,10 @@ def refresh_limit(seal_every_seconds: float) -> float:
 
 
 class SealingLag:
-    """The write times (Unix seconds) of request parts not yet known to be sealed, and
-    since when the store's sealing refresh has been running, if it is."""
+    """The write times (Unix seconds) of each tenant's request parts not yet known to be
+    sealed, and since when the store's sealing refresh has been running, if it is. The
+    tenant ``""`` stands for writes without one (single-tenant mode, the write-ahead
+    log's inserts)."""
 
     def __init__(
         self,
@@ -66,20 +69,25 @@ class SealingLag:
         self.limit = limit
         self.refresh_limit = refresh_limit
         self._clock = clock
-        self._unsealed: deque[list[float]] = deque()  # [first, last] write times
+        # [first, last] write times, per tenant
+        self._unsealed: dict[str, deque[list[float]]] = {}
         self._refresh: tuple[object, float] | None = None  # (which, first seen)
 
-    def wrote(self, at: float) -> None:
-        """Parts were committed whose ``received`` is ``at`` or later."""
-        if self._unsealed and at - self._unsealed[-1][0] < _BUCKET_S:
-            self._unsealed[-1][1] = max(self._unsealed[-1][1], at)
+    def wrote(self, at: float, tenant: str = "") -> None:
+        """``tenant``'s parts were committed whose ``received`` is ``at`` or later."""
+        waiting = self._unsealed.setdefault(tenant, deque())
+        if waiting and at - waiting[-1][0] < _BUCKET_S:
+            waiting[-1][1] = max(waiting[-1][1], at)
         else:
-            self._unsealed.append([at, at])
+            waiting.append([at, at])
 
     def sealed(self, through: float) -> None:
         """Every part received at or before ``through`` is sealed."""
-        while self._unsealed and self._unsealed[0][1] <= through:
-            self._unsealed.popleft()
+        for tenant, waiting in list(self._unsealed.items()):
+            while waiting and waiting[0][1] <= through:
+                waiting.popleft()
+            if not waiting:
+                del self._unsealed[tenant]
         if not self._unsealed:  # not followed while nothing waits: forget it
             self._refresh = None
 
@@ -102,23 +110,29 @@ class SealingLag:
         """Whether any part this receiver wrote may still be unsealed."""
         return bool(self._unsealed)
 
-    def seconds(self) -> float:
-        """How long the oldest unsealed part has waited (0 when none)."""
-        return max(0.0, self._clock() - self._unsealed[0][0]) if self._unsealed else 0.0
+    def seconds(self, tenant: str | None = None) -> float:
+        """How long the oldest unsealed part (of ``tenant``; None: of anyone) has waited
+        (0 when none)."""
+        if tenant is None:
+            firsts = [waiting[0][0] for waiting in self._unsealed.values()]
+        else:
+            firsts = [self._unsealed[tenant][0][0]] if tenant in self._unsealed else []
+        return max(0.0, self._clock() - min(firsts)) if firsts else 0.0
 
-    def behind(self) -> bool:
-        """Whether writes of per-request metrics should be refused for now: the oldest
-        unsealed part waited too long, or parts wait on a refresh that runs too long."""
-        if self.seconds() > self.limit:
+    def behind(self, tenant: str = "") -> bool:
+        """Whether ``tenant``'s writes of per-request metrics should be refused for now:
+        its oldest unsealed part waited too long, or its parts wait on a refresh that
+        runs too long."""
+        if self.seconds(tenant) > self.limit:
             return True
-        return self.waiting and self.refresh_seconds() > self.refresh_limit
+        return tenant in self._unsealed and self.refresh_seconds() > self.refresh_limit
 
-    def reason(self) -> str:
+    def reason(self, tenant: str = "") -> str:
         """Why :meth:`behind` holds, for the 429's message."""
-        if self.seconds() > self.limit:
+        if self.seconds(tenant) > self.limit:
             return (
-                f"sealing of per-request metrics is {self.seconds():.0f}s behind the parts "
-                f"written (limit {self.limit:g}s)"
+                f"sealing of per-request metrics is {self.seconds(tenant):.0f}s behind the "
+                f"parts written (limit {self.limit:g}s)"
             )
         return (
             f"the sealing refresh has run {self.refresh_seconds():.1f}s "

@@ -140,3 +140,19 @@ def test_a_refresh_seen_before_everything_was_sealed_is_forgotten():
     clock.now += 60  # nothing waits, so no one looks at refreshes meanwhile
     lag.wrote(clock.now)
     assert lag.refresh_seconds() == 0.0 and not lag.behind()
+
+
+def test_one_tenants_unsealed_parts_throttle_that_tenant_only():
+    clock = Clock()
+    lag = SealingLag(limit=2.5, clock=clock, refresh_limit=1.0)
+    lag.wrote(1_000.0, "acme")  # say, parts sealing never reaches
+    clock.now = 1_003.0
+    assert lag.behind("acme") and "3s behind" in lag.reason("acme")
+    assert not lag.behind("bravo") and lag.seconds("bravo") == 0.0
+    assert lag.seconds() == 3.0  # the receiver's own gauge: the oldest of anyone's
+    lag.wrote(1_002.9, "bravo")
+    lag.refreshing("refresh-1")
+    clock.now = 1_004.5  # the refresh has run 1.5 s, past its limit
+    assert lag.behind("bravo") and not lag.behind("globex")  # globex has nothing waiting
+    lag.sealed(through=1_003.0)
+    assert not lag.waiting and not lag.behind("acme")
