@@ -327,39 +327,41 @@ def ingest(
     """Load per-request records from files, validated exactly as the receiver does.
 
     Every file is read and validated before anything is written, so a bad record in any
-    of them writes nothing.
+    of them writes nothing. Files are streamed in pieces, twice (to check, then to
+    write), so that memory stays bounded whatever their size.
     """
     from rich.progress import Progress
 
-    from warehouse.ingest.events import read_file
+    from warehouse.ingest.events import read_batches
     from warehouse.ingest.limits import WriteLimits
 
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
-    tables = []
     limits = WriteLimits.from_config(config)
+    total = 0
     for path in files:
-        table = read_file(path)  # its errors name the file, line or row, and field
-        try:
-            limits.check_requests(table)
-        except IngestError as exc:
-            raise IngestError(f"{path}: {exc}") from None
-        tables.append(table)
-    total, done = sum(t.num_rows for t in tables), 0
+        for table in read_batches(path):  # its errors name the file, line or row, and field
+            try:
+                limits.check_requests(table)
+            except IngestError as exc:
+                raise IngestError(f"{path}: {exc}") from None
+            total += table.num_rows
+    done = 0
     with Progress(transient=True) as progress:
         task = progress.add_task("inserting requests", total=total)
-        for table in tables:
-            for batch in table.to_batches(max_chunksize=batch_rows):
-                try:
-                    target.insert_arrow("requests", pa.Table.from_batches([batch]))
-                except StoreError as exc:
-                    raise StoreError(
-                        f"{exc} (after {done:,} of {total:,} rows were committed)",
-                        database_message=exc.database_message,
-                        code=exc.code,
-                    ) from None
-                done += batch.num_rows
-                progress.advance(task, batch.num_rows)
+        for path in files:
+            for table in read_batches(path):
+                for batch in table.to_batches(max_chunksize=batch_rows):
+                    try:
+                        target.insert_arrow("requests", pa.Table.from_batches([batch]))
+                    except StoreError as exc:
+                        raise StoreError(
+                            f"{exc} (after {done:,} of {total:,} rows were committed)",
+                            database_message=exc.database_message,
+                            code=exc.code,
+                        ) from None
+                    done += batch.num_rows
+                    progress.advance(task, batch.num_rows)
     typer.echo(f"ingested {total:,} requests from {len(files)} file(s) into {target.url}")
 
 

@@ -26,6 +26,7 @@ from warehouse.ingest.events import (
     decode_ndjson,
     derive_tpot_ms,
     encode_ndjson,
+    read_batches,
     read_file,
 )
 from warehouse.model import ERROR_CLASSES, LABEL_COLUMNS, REQUESTS_SCHEMA, STATUSES
@@ -118,6 +119,48 @@ def test_synthetic_requests_round_trip_through_every_file_type(requests_table, t
     else:
         path.write_bytes(encode_ndjson(requests_table))
     assert read_file(path).equals(requests_table)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow", ".ndjson"])
+def test_a_file_streams_in_pieces_that_add_up_to_it(requests_table, tmp_path, suffix):
+    path = tmp_path / f"requests{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(requests_table, path)
+    elif suffix == ".arrow":
+        with pa.ipc.new_file(path, requests_table.schema) as writer:
+            writer.write_table(requests_table)
+    else:
+        path.write_bytes(encode_ndjson(requests_table))
+    pieces = list(read_batches(path, piece_bytes=4096, piece_rows=7))
+    assert len(pieces) > 3 and max(p.num_rows for p in pieces) <= max(7, 4096 // 100)
+    assert pa.concat_tables(pieces).equals(requests_table)
+
+
+def test_a_bad_record_deep_in_a_streamed_file_is_named_by_its_line_in_the_file(
+    requests_table, tmp_path
+):
+    lines = encode_ndjson(requests_table.slice(0, 60)).splitlines()
+    bad = json.loads(lines[49])
+    bad["ttft_ms"] = -1
+    lines[49] = json.dumps(bad).encode()
+    path = tmp_path / "requests.ndjson"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(IngestError, match=r"requests.ndjson: line 50, field ttft_ms"):
+        list(read_batches(path, piece_bytes=2048))
+
+
+def test_a_line_longer_than_a_piece_is_refused_not_held(tmp_path):
+    path = tmp_path / "endless.ndjson"
+    path.write_bytes(b'{"request_id": "' + b"x" * 100_000)  # a line that never ends
+    with pytest.raises(IngestError, match="line 1 is longer than 10,000 bytes"):
+        list(read_batches(path, piece_bytes=10_000))
+
+
+def test_a_file_without_a_record_is_refused(tmp_path):
+    path = tmp_path / "blank.ndjson"
+    path.write_bytes(b"\n\n")
+    with pytest.raises(IngestError, match=r"blank\.ndjson: empty body: no records"):
+        read_file(path)
 
 
 def test_an_arrow_file_named_arrow_may_hold_a_stream(requests_table, tmp_path):

@@ -38,7 +38,7 @@ from __future__ import annotations
 from warehouse.ingest.events.arrow import decode_arrow_stream, decode_arrow_table
 from warehouse.ingest.events.encode import encode_ndjson
 from warehouse.ingest.events.fields import REQUIRED
-from warehouse.ingest.events.files import FILE_SUFFIXES, read_file
+from warehouse.ingest.events.files import FILE_SUFFIXES, read_batches, read_file
 from warehouse.ingest.events.ndjson import decode_ndjson
 from warehouse.ingest.events.ndjson_lines import _decode_lines as _decode_lines  # tests use it
 from warehouse.ingest.events.pipeline import derive_tpot_ms
@@ -51,6 +51,7 @@ __all__ = [
     "decode_ndjson",
     "derive_tpot_ms",
     "encode_ndjson",
+    "read_batches",
     "read_file",
 ]
 
