@@ -64,6 +64,8 @@ class ClickHouseStore:
     def __init__(self, client: Any, url: StoreURL, capabilities: Capabilities):
         self._client = client
         self._source = url
+        self._tenant_stores: dict[str, ClickHouseStore] = {}
+        self._tenants_lock = threading.Lock()
         self.url = url.redacted()
         self.database = url.database
         self.capabilities = capabilities
@@ -170,11 +172,25 @@ class ClickHouseStore:
                 "ClickHouse in-process (chdb) has no users, so no row policies: read as a "
                 "tenant through a ClickHouse server (`llmwh clickhouse start`)"
             )
-        scoped = open_http(self._source, tenant)
+        # Kept for the next query: opening a client (and looking at the policies) cost
+        # a tenant's query about 18 ms, the query itself 4-6.
+        with self._tenants_lock:
+            scoped = self._tenant_stores.get(tenant)
+        if scoped is not None:
+            return scoped
         tenancy.require_row_policies(self)
+        scoped = open_http(self._source, tenant)
+        with self._tenants_lock:
+            if len(self._tenant_stores) >= _TENANT_STORES:
+                self._tenant_stores.pop(next(iter(self._tenant_stores))).close()
+            self._tenant_stores[tenant] = scoped
         return scoped
 
     def close(self) -> None:
+        with self._tenants_lock:
+            for scoped in self._tenant_stores.values():
+                scoped.close()
+            self._tenant_stores.clear()
         self._client.close()
 
     def _route(self, settings: Settings | None) -> tuple[Any, dict[str, Any] | None]:
@@ -387,6 +403,8 @@ def _client_options(url: StoreURL) -> dict[str, Any]:
     return options
 
 
+_TENANT_STORES = 64
+"""Tenant stores a store keeps open (the oldest is closed past it)."""
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _STORE_OPTIONS = {"cluster", "shards"}
 """Options of the store itself, not of the HTTP client."""
