@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import cramjam
 
@@ -26,37 +27,31 @@ __all__ = ["DECOMPRESSORS", "gunzip", "unsnappy", "unzstd"]
 
 def gunzip(body: bytes, limit: int) -> bytes:
     """A gzip body inflated, every member of it (RFC 1952)."""
-    pieces, size, rest = [], 0, body
-    while rest:
-        inflate = zlib.decompressobj(wbits=31)
-        try:
-            piece = inflate.decompress(rest, limit + 1 - size)
-        except zlib.error as exc:
-            raise IngestError(f"body is not valid gzip: {exc}") from None
-        size += len(piece)
-        if size > limit:
-            raise _too_large(limit)
-        if not inflate.eof:
-            raise IngestError("body is not valid gzip: a member is cut short")
-        pieces.append(piece)
-        rest = inflate.unused_data
-    return b"".join(pieces)
+    return _members(body, limit, lambda: zlib.decompressobj(wbits=31), zlib.error, "gzip")
 
 
 def unzstd(body: bytes, limit: int) -> bytes:
     """A zstd body inflated, every frame of it (RFC 8878)."""
+    return _members(body, limit, ZstdDecompressor, ZstdError, "zstd")
+
+
+def _members(
+    body: bytes, limit: int, start: Callable[[], Any], error: type[Exception], name: str
+) -> bytes:
+    """Each member (gzip) or frame (zstd) of ``body`` inflated in turn by a decompressor
+    from ``start``, never more than ``limit + 1`` bytes in all."""
     pieces, size, rest = [], 0, body
     while rest:
-        inflate = ZstdDecompressor()
+        inflate = start()
         try:
-            piece = inflate.decompress(rest, max_length=limit + 1 - size)
-        except ZstdError as exc:
-            raise IngestError(f"body is not valid zstd: {exc}") from None
+            piece = inflate.decompress(rest, limit + 1 - size)
+        except error as exc:
+            raise IngestError(f"body is not valid {name}: {exc}") from None
         size += len(piece)
         if size > limit:
             raise _too_large(limit)
         if not inflate.eof:
-            raise IngestError("body is not valid zstd: a frame is cut short")
+            raise IngestError(f"body is not valid {name}: it is cut short")
         pieces.append(piece)
         rest = inflate.unused_data
     return b"".join(pieces)

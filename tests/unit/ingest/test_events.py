@@ -102,35 +102,35 @@ def test_synthetic_requests_round_trip_through_an_arrow_stream(requests_table):
     assert decode_arrow_stream(arrow_stream(requests_table)).equals(requests_table)
 
 
+def write_file(table: pa.Table, path) -> None:
+    """``table`` written as the file type its name ends with."""
+    suffix = path.suffix
+    if suffix == ".parquet":
+        pq.write_table(table, path)
+    elif suffix == ".arrow":
+        with pa.ipc.new_file(path, table.schema) as writer:
+            writer.write_table(table)
+    elif suffix == ".arrows":
+        path.write_bytes(arrow_stream(table))
+    elif suffix == ".feather":
+        feather.write_feather(table, path)
+    else:
+        path.write_bytes(encode_ndjson(table))
+
+
 @pytest.mark.parametrize(
     "suffix", [".parquet", ".arrow", ".arrows", ".feather", ".ndjson", ".jsonl"]
 )
 def test_synthetic_requests_round_trip_through_every_file_type(requests_table, tmp_path, suffix):
     path = tmp_path / f"requests{suffix}"
-    if suffix == ".parquet":
-        pq.write_table(requests_table, path)
-    elif suffix == ".arrow":
-        with pa.ipc.new_file(path, requests_table.schema) as writer:
-            writer.write_table(requests_table)
-    elif suffix == ".arrows":
-        path.write_bytes(arrow_stream(requests_table))
-    elif suffix == ".feather":
-        feather.write_feather(requests_table, path)
-    else:
-        path.write_bytes(encode_ndjson(requests_table))
+    write_file(requests_table, path)
     assert read_file(path).equals(requests_table)
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".arrow", ".ndjson"])
 def test_a_file_streams_in_pieces_that_add_up_to_it(requests_table, tmp_path, suffix):
     path = tmp_path / f"requests{suffix}"
-    if suffix == ".parquet":
-        pq.write_table(requests_table, path)
-    elif suffix == ".arrow":
-        with pa.ipc.new_file(path, requests_table.schema) as writer:
-            writer.write_table(requests_table)
-    else:
-        path.write_bytes(encode_ndjson(requests_table))
+    write_file(requests_table, path)
     pieces = list(read_batches(path, piece_bytes=4096, piece_rows=7))
     assert len(pieces) > 3 and max(p.num_rows for p in pieces) <= max(7, 4096 // 100)
     assert pa.concat_tables(pieces).equals(requests_table)
