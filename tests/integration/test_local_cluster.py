@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from test_cli import llmwh
 
+from warehouse.api import Warehouse
+from warehouse.errors import QueryError
 from warehouse.store import open_store
 from warehouse.store.local_cluster import (
     cluster_status,
@@ -78,3 +80,14 @@ def test_the_cli_starts_and_stops_a_cluster(tmp_path):
 def test_the_remote_servers_section_names_every_shard():
     xml = remote_servers_xml("c2", [9001, 9002])
     assert xml.count("<shard>") == 2 and "<port>9002</port>" in xml and "<c2>" in xml
+
+
+def test_tenant_sql_on_a_cluster_is_refused_not_run_past_the_shards(cluster):
+    # The shards would read as the user remote_servers names, where the tenant reader's
+    # row policies do not apply.
+    store = open_store(cluster.store_url())
+    try:
+        with pytest.raises(QueryError, match="cluster c2 is refused"):
+            Warehouse(store, tenant="acme").sql("SELECT count() FROM requests")
+    finally:
+        store.close()

@@ -172,6 +172,14 @@ class ClickHouseStore:
                 "ClickHouse in-process (chdb) has no users, so no row policies: read as a "
                 "tenant through a ClickHouse server (`llmwh clickhouse start`)"
             )
+        if self.cluster:
+            # A Distributed table's shards read as the user remote_servers names, where
+            # the reader's policies do not apply: a predicate pushed to a shard would see
+            # every tenant's rows. Refused until the shards hold the boundary too.
+            raise QueryError(
+                f"reading SQL as a tenant on cluster {self.cluster} is refused: its shards "
+                "do not apply the tenant's row policies yet (docs/security.md)"
+            )
         # Kept for the next query: opening a client (and looking at the policies) cost
         # a tenant's query about 18 ms, the query itself 4-6.
         with self._tenants_lock:
