@@ -8,6 +8,7 @@ states more than ``limit`` is refused before anything is inflated.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import zlib
 from collections.abc import Callable
@@ -17,10 +18,11 @@ import cramjam
 
 from warehouse.errors import IngestError, PayloadTooLarge
 
-if sys.version_info >= (3, 14):
-    from compression.zstd import ZstdDecompressor, ZstdError
-else:
-    from backports.zstd import ZstdDecompressor, ZstdError
+# Python 3.14's standard library has the module backports.zstd carries before it.
+_zstd = importlib.import_module(
+    "compression.zstd" if sys.version_info >= (3, 14) else "backports.zstd"
+)
+ZstdDecompressor, ZstdError = _zstd.ZstdDecompressor, _zstd.ZstdError
 
 __all__ = ["DECOMPRESSORS", "gunzip", "unsnappy", "unzstd"]
 

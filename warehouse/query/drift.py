@@ -9,7 +9,6 @@ breach, and counts consecutive breaching windows; ``alert`` is raised after
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
@@ -36,6 +35,10 @@ def worse_direction(measure_name: str) -> str:
     return "down" if measure_name in _HIGHER_IS_BETTER else "up"
 
 
+MAX_BASELINE = 10_000
+"""The most windows a baseline may span (each one is held for every group)."""
+
+
 def detect_drift(
     store: Store,
     time_range: TimeRange,
@@ -57,11 +60,10 @@ def detect_drift(
         raise QueryError(f"bad direction {direction!r}: one of {', '.join(stats.DIRECTIONS)}")
     if baseline < 2 or alert_after < 1:
         raise QueryError("the baseline needs at least 2 windows and alerts at least 1")
-    windows = math.ceil((time_range.until - time_range.since) / interval)
-    if baseline >= windows:
+    if baseline > MAX_BASELINE:
         raise QueryError(
-            f"a baseline of {baseline} windows leaves no window to judge: the range holds "
-            f"{windows} windows of {interval}; ask for a longer range or a shorter baseline"
+            f"a baseline of {baseline:,} windows is past the {MAX_BASELINE:,} a drift "
+            "takes; a longer interval covers more time with fewer windows"
         )
     by = list(by)
     series = ask(

@@ -94,12 +94,17 @@ def test_repeated_series_count_once_for_python_the_reference():
 class TestEvents:
     def test_attrs_and_label_columns_are_held_to_the_label_limits(self):
         table = synthetic_requests(50, seed=1)
-        limits = WriteLimits(label_name_bytes=8, label_value_bytes=20)
+        limits = WriteLimits(label_name_bytes=8, label_value_bytes=40)
         limits.check_requests(table)  # short names and values throughout
-        long_zone = table.set_column(
-            table.schema.get_field_index("zone"), "zone", [["z" * 21] * 50]
+        long_id = table.set_column(
+            table.schema.get_field_index("request_id"), "request_id", [["r" * 41] * 50]
         )
-        with pytest.raises(LimitExceeded, match=r"row 1, field zone: a label value of 21 bytes"):
+        with pytest.raises(LimitExceeded, match=r"field request_id: a label value of 41 bytes"):
+            limits.check_requests(long_id)
+        long_zone = table.set_column(
+            table.schema.get_field_index("zone"), "zone", [["z" * 41] * 50]
+        )
+        with pytest.raises(LimitExceeded, match=r"row 1, field zone: a label value of 41 bytes"):
             limits.check_requests(long_zone)
         with pytest.raises(LimitExceeded, match=r"attrs has 2 labels; the limit is 1"):
             WriteLimits(labels_per_series=1).check_requests(table)
