@@ -18,6 +18,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from warehouse.config import Config
 from warehouse.errors import ConfigError
 from warehouse.model import check_tenant
 
@@ -150,10 +151,11 @@ def new_credential(name: str, tenants: list[str], rights: list[str]) -> tuple[st
     return token, entry
 
 
-def load_access(
-    token: str | None, basic: str | None, credentials_file: str | None, multi_tenant: bool
-) -> Access:
-    """The receiver's :class:`Access` from its settings; a clear error for a bad file."""
+def load_access(config: Config) -> Access:
+    """The receiver's :class:`Access` from its settings (``auth_token``, ``basic_auth``,
+    ``credentials_file``); a clear error for a bad file."""
+    credentials_file = config.credentials_file
+    multi_tenant = config.tenant_header is not None
     grants: dict[str, Grant] = {}
     if credentials_file is not None:
         path = Path(credentials_file)
@@ -185,7 +187,7 @@ def load_access(
                     f"{where} names tenants, which needs multi-tenant mode: set tenant_header"
                 )
             grants[digest.lower()] = grant
-    return Access(token, basic, grants)
+    return Access(config.auth_token, config.basic_auth, grants)
 
 
 def _grant(name: str, entry: dict, where: str) -> Grant:

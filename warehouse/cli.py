@@ -426,12 +426,7 @@ def serve(
     # What the receiver would refuse at start, refused before anything starts.
     if config.wal_dir:
         usable_directory(config.wal_dir)
-    load_access(
-        config.auth_token,
-        config.basic_auth,
-        config.credentials_file,
-        config.tenant_header is not None,
-    )
+    load_access(config)
     with discovery.store_or_start(config, http_port, tcp_port, say=typer.echo) as (target, own):
         _say_update(target, schema.migrate(target, config))
         _apply_configured_slos(target, config)

@@ -16,6 +16,7 @@ from warehouse.auth import (
     load_access,
     new_credential,
 )
+from warehouse.config import Config
 from warehouse.errors import ConfigError
 
 BASIC = "Basic " + base64.b64encode(b"prom:pw").decode()
@@ -59,6 +60,11 @@ def test_our_own_credentials_are_taken(token, basic):
 # -- credentials that bind tenants ----------------------------------------------------
 
 
+def settings(credentials: str | None, multi_tenant: bool, **more) -> Config:
+    header = "X-Scope-OrgID" if multi_tenant else None
+    return Config(credentials_file=credentials, tenant_header=header, **more)
+
+
 def credentials_file(tmp_path, text: str) -> str:
     path = tmp_path / "credentials.toml"
     path.write_text(text)
@@ -68,7 +74,7 @@ def credentials_file(tmp_path, text: str) -> str:
 def test_a_new_credential_grants_its_token_what_it_names(tmp_path):
     token, entry = new_credential("acme-agent", ["acme", "acme-staging"], ["write"])
     assert token not in entry and hash_token(token) in entry
-    access = load_access(None, None, credentials_file(tmp_path, entry), multi_tenant=True)
+    access = load_access(settings(credentials_file(tmp_path, entry), multi_tenant=True))
     grant = access.grant(f"Bearer {token}")
     assert grant.name == "acme-agent" and grant.allows("write") and not grant.allows("read")
     assert grant.covers("acme-staging") and not grant.covers("bravo")
@@ -81,10 +87,12 @@ def test_a_new_credential_grants_its_token_what_it_names(tmp_path):
 
 def test_every_tenant_and_the_shared_token_grant_everything(tmp_path):
     token, entry = new_credential("ops", ["*"], ["read", "admin"])
-    access = load_access("legacy", None, credentials_file(tmp_path, entry), multi_tenant=False)
+    access = load_access(
+        settings(credentials_file(tmp_path, entry), multi_tenant=False, auth_token="legacy")
+    )
     assert access.grant(f"Bearer {token}").covers("anyone")
     assert access.grant("Bearer legacy") == EVERYTHING
-    assert load_access(None, None, None, multi_tenant=True).grant(None) == EVERYTHING
+    assert load_access(settings(None, multi_tenant=True)).grant(None) == EVERYTHING
 
 
 @pytest.mark.parametrize(
@@ -111,9 +119,9 @@ def test_every_tenant_and_the_shared_token_grant_everything(tmp_path):
 )  # fmt: skip
 def test_a_bad_credentials_file_is_refused_naming_the_problem(tmp_path, text, multi_tenant, reason):
     with pytest.raises(ConfigError, match=reason):
-        load_access(None, None, credentials_file(tmp_path, text), multi_tenant)
+        load_access(settings(credentials_file(tmp_path, text), multi_tenant))
 
 
 def test_a_missing_credentials_file_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="No such file"):
-        load_access(None, None, str(tmp_path / "nope.toml"), multi_tenant=True)
+        load_access(settings(str(tmp_path / "nope.toml"), multi_tenant=True))

@@ -132,12 +132,7 @@ class Receiver:
     def __init__(self, store: Store, config: Config | None = None):
         self.store = store
         self.config = config or Config()
-        self.access = load_access(
-            self.config.auth_token,
-            self.config.basic_auth,
-            self.config.credentials_file,
-            multi_tenant=self.config.tenant_header is not None,
-        )
+        self.access = load_access(self.config)
         self.metrics = ReceiverMetrics()
         self.metrics.buffer_limit_bytes.set(self.config.buffer_bytes)
         self.mapping = load_mapping(self.config.metric_mapping)
@@ -468,9 +463,9 @@ class Receiver:
                 f"application/x-protobuf with proto={V1_PROTO} or proto={V2_PROTO}"
             )
         _require_snappy(scope, "remote write")
+        tenant = self._required_tenant(scope)  # before the body: a refusal reads none
         body = await self._body(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/write").inc(len(body))
-        tenant = self._required_tenant(scope)
         started = time.perf_counter()
         if proto == V1_PROTO and self._batched_v1:
             # Decoded in C with the other bodies of its flush. CPU work on a large body
@@ -659,14 +654,10 @@ class Receiver:
         outside = np.zeros(len(pivot.rank), dtype=bool)
         reason = ""
         for times in request_times(pivot):
-            ms = pa.array(times, pa.int64())
-            old = window.too_old(ms).to_numpy(zero_copy_only=False)
-            new = window.too_new(ms).to_numpy(zero_copy_only=False)
-            if not reason and (old | new).any():
-                first = int(np.argmax(old | new))
-                reason = window.old_reason if old[first] else window.new_reason
-            outside |= old | new
-        if not outside.any():
+            mask, why = window.outside(pa.array(times, pa.int64()))
+            outside |= mask.to_numpy(zero_copy_only=False)
+            reason = reason or why
+        if not reason:
             return pivot, (0, "")
         refused = int(outside.sum())
         return pivot_rows(pivot, ~outside), (refused, f"a per-request metric's time {reason}")
@@ -687,6 +678,7 @@ class Receiver:
             raise UnsupportedMediaType(
                 f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
             )
+        tenant = self._required_tenant(scope)  # before the body: a refusal reads none
         body = await self._body(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/requests").inc(len(body))
         started = time.perf_counter()
@@ -699,13 +691,13 @@ class Receiver:
             self.config.max_body_bytes,
         )
         self.limits.check_requests(table)
-        table = self._with_tenant(scope, table)
+        table = self._tenant_rows(tenant, table)
         self.metrics.labelled(self.metrics.decode_seconds, "/api/v1/requests").observe(
             time.perf_counter() - started
         )
         # The same body retried (after a 5xx or a lost response) carries the same token,
         # and the store drops it: a retry changes no figure.
-        token = _body_token(self._required_tenant(scope), body)
+        token = _body_token(tenant, body)
         await self.committer.submit({"requests": table}, dedup_token=token)
         self.metrics.labelled(self.metrics.written, "requests").inc(table.num_rows)
         await respond(
@@ -896,10 +888,6 @@ class Receiver:
         tenant = named_tenant(header_values(scope, name.lower()), name)
         require_tenant(scope.get("llmwh.grant", EVERYTHING), tenant)
         return tenant
-
-    def _with_tenant(self, scope: Scope, table: pa.Table) -> pa.Table:
-        """In multi-tenant mode the tenant header decides ``tenant``, whatever the rows say."""
-        return self._tenant_rows(self._required_tenant(scope), table)
 
     @staticmethod
     def _tenant_rows(tenant: str | None, table: pa.Table) -> pa.Table:

@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse.errors import IngestError
+from warehouse.store.tenancy import SERIES_TENANT_LABEL
 
 __all__ = [
     "EXEMPLARS_SCHEMA",
@@ -225,9 +226,10 @@ def series_id(metric_name: str, labels: Mapping[str, str]) -> str:
     return f"{raw[:4].hex()}-{raw[4:6].hex()}-{raw[6:8].hex()}-{raw[8:10].hex()}-{raw[10:].hex()}"
 
 
-TENANT_LABEL = "__tenant__"
+TENANT_LABEL = SERIES_TENANT_LABEL
 """The label that makes a series one tenant's in multi-tenant mode (docs/security.md):
-reserved, as Prometheus reserves every name starting with ``__``."""
+reserved, as Prometheus reserves every name starting with ``__``; the tenant reader's
+row policies read it (:mod:`warehouse.store.tenancy`)."""
 
 
 def with_tenant(decoded: DecodedWrite, tenant: str) -> DecodedWrite:
@@ -605,13 +607,13 @@ def series_times_of_kept(decoded: DecodedWrite) -> DecodedWrite:
     """``decoded`` with its series cut to those that still carry a sample, histogram or
     exemplar, and their first and last times taken from those: after some were dropped
     (refused as outside what the store keeps), a series row must not keep their times."""
-    carried = [t for t in (decoded.samples, decoded.histograms) if t.num_rows]
-    times = [_id_times(t) for t in carried]
-    if decoded.exemplars.num_rows:
-        seen = set().union(*(t.column("id").to_pylist() for t in times)) if times else set()
-        only = _id_times(decoded.exemplars)
-        mask = pc.invert(pc.is_in(only.column("id"), pa.array(list(seen), pa.binary(16))))
-        times.append(only.filter(mask))
+    times = [_id_times(t) for t in (decoded.samples, decoded.histograms) if t.num_rows]
+    if decoded.exemplars.num_rows:  # a series with only exemplars takes their times
+        exemplars = _id_times(decoded.exemplars)
+        if times:
+            sampled = pa.concat_arrays([t.column("id").combine_chunks() for t in times])
+            exemplars = exemplars.filter(pc.invert(pc.is_in(exemplars.column("id"), sampled)))
+        times.append(exemplars)
     if not times:
         return replace(decoded, series=decoded.series.schema.empty_table())
     spans = (
@@ -620,8 +622,7 @@ def series_times_of_kept(decoded: DecodedWrite) -> DecodedWrite:
         .aggregate([("timestamp", "min"), ("timestamp", "max")])
     )
     series = decoded.series
-    keys = _id_times(series.select(["id"]).append_column("timestamp", series.column("min_time")))
-    found = pc.index_in(keys.column("id"), spans.column("id"))
+    found = pc.index_in(_storage(series.column("id")), spans.column("id"))
     carrying = pc.is_valid(found)
     found = found.filter(carrying)
     kept = series.filter(carrying)
@@ -632,6 +633,5 @@ def series_times_of_kept(decoded: DecodedWrite) -> DecodedWrite:
 
 
 def _id_times(table: pa.Table) -> pa.Table:
-    ids = table.column("id").combine_chunks()
-    storage = ids.storage if isinstance(ids, pa.ExtensionArray) else ids
-    return pa.table({"id": pc.cast(storage, pa.binary(16)), "timestamp": table.column("timestamp")})
+    """Each row's series id (its 16 bytes) and time."""
+    return pa.table({"id": _storage(table.column("id")), "timestamp": table.column("timestamp")})

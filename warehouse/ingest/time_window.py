@@ -50,6 +50,16 @@ class TimeWindow:
         """True where a millisecond timestamp is after the window (null: false)."""
         return pc.fill_null(pc.greater(ms, pa.scalar(self.latest_ms, pa.int64())), False)
 
+    def outside(self, ms: Any) -> tuple[pa.Array, str]:
+        """True where a millisecond timestamp is outside the window (null: false), and
+        why for the first such ('' when none is)."""
+        old = self.too_old(ms)
+        outside = pc.or_(old, self.too_new(ms))
+        if not pc.any(outside).as_py():
+            return outside, ""
+        first = pc.index(outside, True).as_py()
+        return outside, self.old_reason if old[first].as_py() else self.new_reason
+
     @property
     def old_reason(self) -> str:
         if self.retention_days is None:
@@ -84,11 +94,8 @@ def keep_within(table: pa.Table, column: str, window: TimeWindow) -> tuple[pa.Ta
     """``table`` less its rows whose ``column`` (a timestamp or Unix ms) is outside
     ``window``; how many those were; and why, for the first of them ('' when none)."""
     ms = pc.cast(pc.cast(table.column(column), pa.timestamp("ms", "UTC")), pa.int64())
-    old, new = window.too_old(ms), window.too_new(ms)
-    outside = pc.or_(old, new)
-    dropped = pc.sum(outside).as_py() or 0
-    if not dropped:
+    outside, reason = window.outside(ms)
+    if not reason:
         return table, 0, ""
-    first = pc.index(outside, True).as_py()
-    reason = window.old_reason if old[first].as_py() else window.new_reason
+    dropped = pc.sum(outside).as_py()
     return table.filter(pc.invert(outside)), dropped, f"{column} {reason}"

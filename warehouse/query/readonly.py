@@ -114,7 +114,6 @@ def run_read_only(
 
 TENANT_TABLES = tuple(tenancy.TENANT_TABLES)
 """The only tables a tenant-scoped query may read, each under a row policy."""
-_WITH_TENANT_COLUMN = ("requests", "requests_1m", "requests_1h", "requests_sla_1h", "request_parts")
 _TENANT_PARAMETER = "llmwh_tenant"
 
 
@@ -177,7 +176,7 @@ def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
             )
         if table.args.get("sample") is not None:
             raise QueryError("SAMPLE is refused when reading as a tenant")
-        if name not in _WITH_TENANT_COLUMN:
+        if name not in tenancy.TENANT_COLUMN_TABLES:
             continue  # the series tables: their row policy alone holds them
         final = isinstance(table.parent, exp.Final)
         source = f"{db}.{name}" if db else name

@@ -187,11 +187,15 @@ class ClickHouseStore:
         if scoped is not None:
             return scoped
         tenancy.require_row_policies(self)
-        scoped = open_http(self._source, tenant)
+        opened = open_http(self._source, tenant)
         with self._tenants_lock:
-            if len(self._tenant_stores) >= _TENANT_STORES:
-                self._tenant_stores.pop(next(iter(self._tenant_stores))).close()
-            self._tenant_stores[tenant] = scoped
+            scoped = self._tenant_stores.get(tenant)  # another thread's, opened meanwhile
+            if scoped is None:
+                if len(self._tenant_stores) >= _TENANT_STORES:
+                    self._tenant_stores.pop(next(iter(self._tenant_stores))).close()
+                scoped = self._tenant_stores[tenant] = opened
+        if scoped is not opened:
+            opened.close()
         return scoped
 
     def close(self) -> None:

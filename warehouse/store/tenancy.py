@@ -26,6 +26,8 @@ from warehouse.store.base import Store
 
 __all__ = [
     "READER",
+    "SERIES_TENANT_LABEL",
+    "TENANT_COLUMN_TABLES",
     "TENANT_HEADER",
     "TENANT_TABLES",
     "require_row_policies",
@@ -46,12 +48,16 @@ _SERIES_OF_TENANT = (
 )
 _TENANT_ROWS = f"tenant = {_CURRENT}"
 
+TENANT_COLUMN_TABLES = (
+    "requests",
+    "request_parts",
+    "requests_1m",
+    "requests_1h",
+    "requests_sla_1h",
+)
+"""The tenant tables with a ``tenant`` column."""
 TENANT_TABLES: dict[str, str] = {
-    "requests": _TENANT_ROWS,
-    "request_parts": _TENANT_ROWS,
-    "requests_1m": _TENANT_ROWS,
-    "requests_1h": _TENANT_ROWS,
-    "requests_sla_1h": _TENANT_ROWS,
+    **dict.fromkeys(TENANT_COLUMN_TABLES, _TENANT_ROWS),
     "series": f"labels['{SERIES_TENANT_LABEL}'] = {_CURRENT}",
     "samples": _SERIES_OF_TENANT,
     "histogram_samples": _SERIES_OF_TENANT,

@@ -147,13 +147,8 @@ def send_span(client, ms: int, key: str) -> bool | None:
     )  # fmt: skip
     request = ExportTraceServiceRequest()
     request.resource_spans.add().scope_spans.add().spans.append(span)
-    answer = client.post("/v1/traces", request.SerializeToString(),
-                         content_type="application/x-protobuf")  # fmt: skip
-    assert answer.status in (200, 400), answer.text
-    if answer.status == 400:
-        return False
-    rejected = ExportTraceServiceResponse.FromString(answer.body).partial_success.rejected_spans
-    return rejected == 0
+    answer = _otlp_export(client, "/v1/traces", request, ExportTraceServiceResponse)
+    return answer is not None and answer.partial_success.rejected_spans == 0
 
 
 def send_point(client, ms: int, key: str) -> bool | None:
@@ -165,13 +160,15 @@ def send_point(client, ms: int, key: str) -> bool | None:
     )]))  # fmt: skip
     request = ExportMetricsServiceRequest()
     request.resource_metrics.add().scope_metrics.add().metrics.append(metric)
-    answer = client.post("/v1/metrics", request.SerializeToString(),
-                         content_type="application/x-protobuf")  # fmt: skip
+    answer = _otlp_export(client, "/v1/metrics", request, ExportMetricsServiceResponse)
+    return answer is not None and answer.partial_success.rejected_data_points == 0
+
+
+def _otlp_export(client, path: str, request, answer_type):
+    """The export's answer, or None when it was refused whole (400)."""
+    answer = client.post(path, request.SerializeToString(), content_type="application/x-protobuf")
     assert answer.status in (200, 400), answer.text
-    if answer.status == 400:
-        return False
-    response = ExportMetricsServiceResponse.FromString(answer.body)
-    return response.partial_success.rejected_data_points == 0
+    return answer_type.FromString(answer.body) if answer.status == 200 else None
 
 
 # -- the reads -----------------------------------------------------------------------------
