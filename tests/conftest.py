@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from stores import BACKENDS, TENANCY_DATABASE, fresh_store, store_url
+from stores import BACKENDS, POLICED_DATABASES, TENANCY_DATABASE, fresh_store, store_url
 
 from warehouse.store import DEFAULT_DATABASE, Store
 from warehouse.store.embedded import ServerInfo, start_server, stop_server
@@ -21,13 +21,14 @@ from warehouse.store.migrations import Migrator
 def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
     """One real ClickHouse server (chdb-core's, as `llmwh serve` runs it) for the session.
 
-    The tables of :data:`TENANCY_DATABASE` carry the row policies tenants read under (the
-    server fixes them at start: tests/integration/security)."""
+    The tables of :data:`TENANCY_DATABASE` and of the stores the fixtures open on it
+    carry the row policies tenants read under (the server fixes them at start:
+    tests/integration/security)."""
     info = start_server(
         tmp_path_factory.mktemp("embedded"),
         http_port=0,
         tcp_port=0,
-        tenant_databases=(DEFAULT_DATABASE, TENANCY_DATABASE),
+        tenant_databases=(DEFAULT_DATABASE, TENANCY_DATABASE, *POLICED_DATABASES),
     )
     yield info
     stop_server(info.data_dir)

@@ -26,7 +26,7 @@ from warehouse.query.sla import evaluate, scoped_filters
 from warehouse.query.slo import SLO, load_slo, shipped_slos
 from warehouse.query.slo_apply import Applied
 from warehouse.query.timerange import Instant, parse_duration, time_range
-from warehouse.store import Store, open_store, schema
+from warehouse.store import Store, open_store, schema, tenancy
 from warehouse.store.migrations import Migration
 
 __all__ = ["Warehouse", "connect"]
@@ -41,6 +41,16 @@ class Warehouse:
         tenant = tenant if tenant is not None else self.config.tenant
         self.tenant = None if tenant is None else check_tenant(tenant)
         """When set, every read sees this tenant's data only."""
+        self._reader: Store | None = None
+
+    @property
+    def reader(self) -> Store:
+        """The store reads run on: with a tenant, held to its rows by ClickHouse's row
+        policies where the store has them (:func:`~warehouse.store.tenancy.reader_for`);
+        the tenant filter every read carries is then a second wall."""
+        if self._reader is None:
+            self._reader = tenancy.reader_for(self.store, self.tenant)
+        return self._reader
 
     def migrate(self) -> list[Migration]:
         """Apply pending schema migrations and the TTL settings, on every shard of a
@@ -90,7 +100,7 @@ class Warehouse:
             limit=limit,
             keep=dict(keep or {}),
         )
-        return ask(self.store, question)
+        return ask(self.reader, question)
 
     def timeseries(
         self,
@@ -116,7 +126,7 @@ class Warehouse:
             exact=exact,
             include_probes=include_probes,
         )
-        return ask(self.store, question)
+        return ask(self.reader, question)
 
     def sla(
         self,
@@ -135,7 +145,7 @@ class Warehouse:
         """
         objective = _load(slo)
         period = time_range(since or _ago(objective.period), until)
-        return evaluate(self.store, objective, period, by, self.scoped(filters), exact=exact)
+        return evaluate(self.reader, objective, period, by, self.scoped(filters), exact=exact)
 
     def slo_apply(self, slos: Sequence[str | Path | SLO] | None = None) -> list[Applied]:
         """Compile SLOs into rollups (default: :meth:`configured_slos`), backfilled from
@@ -174,7 +184,7 @@ class Warehouse:
     ) -> Result:
         """A/B: ``measure`` per arm of ``dimension`` against control ``a``, with a CI."""
         return compare_groups(
-            self.store,
+            self.reader,
             time_range(since, until),
             measure,
             dimension,
@@ -207,7 +217,7 @@ class Warehouse:
         measure (up for latencies and error rates, down for attainment and throughput).
         """
         return detect_drift(
-            self.store,
+            self.reader,
             time_range(since, until),
             measure,
             by,
@@ -244,10 +254,10 @@ class Warehouse:
             objective = _load(slo)
             filters = scoped_filters(objective, filters)
             thresholds = {**objective.thresholds, **(thresholds or {})}
-            rollup = slo_apply.find(self.store, objective) if exact is not True else None
-            sources = (rollup.source(self.store.capabilities.dialect),) if rollup else ()
+            rollup = slo_apply.find(self.reader, objective) if exact is not True else None
+            sources = (rollup.source(self.reader.capabilities.dialect),) if rollup else ()
         return root_cause(
-            self.store,
+            self.reader,
             time_range(since, until),
             thresholds,
             dimensions,

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,12 +19,12 @@ from days import at
 from polling import poll_until
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from stores import fresh_store, server_database
 
 from warehouse import Warehouse
 from warehouse.exporters.alerts import render_rules
 from warehouse.exporters.sla import DEFAULT_WINDOWS, SLAExporter
 from warehouse.query.slo import load_slo, shipped_slos
-from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
@@ -172,19 +171,17 @@ def test_the_shipped_alerting_rules_are_generated_and_read_what_the_exporter_ser
 @pytest.fixture
 def served(embedded_server):
     """(store URL, a free port): an hour of requests in a database of its own."""
-    url = embedded_server.store_url(f"export_{uuid.uuid4().hex[:10]}")
-    store = open_store(url)
-    Migrator(store).up()
-    now = datetime.now(UTC)
-    store.insert_arrow(
-        "requests", synthetic_requests(5_000, seed=9, start=now - timedelta(hours=1))
-    )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    yield url, port
-    store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
-    store.close()
+    url = embedded_server.store_url(server_database())
+    with fresh_store(url) as store:
+        Migrator(store).up()
+        now = datetime.now(UTC)
+        store.insert_arrow(
+            "requests", synthetic_requests(5_000, seed=9, start=now - timedelta(hours=1))
+        )
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        yield url, port
 
 
 def served_metrics(process: subprocess.Popen, url: str, headers: dict | None = None) -> str:

@@ -21,6 +21,7 @@ from warehouse.ingest.proto import READ, V1, delimited, encode_samples, varint
 from warehouse.ingest.remote_write_tables import TENANT_LABEL
 from warehouse.query.series_read import Matcher, Selection, SeriesRead, read_series
 from warehouse.store.base import Store
+from warehouse.store.tenancy import reader_for
 
 __all__ = ["CONTENT_TYPE", "READ_PROTO", "answer"]
 
@@ -44,7 +45,7 @@ def answer(
 ) -> bytes:
     """The snappy-compressed ``ReadResponse`` to a snappy-compressed ``ReadRequest``;
     with ``tenant``, of that tenant's series only (their ``__tenant__`` label, which the
-    answer leaves out)."""
+    answer leaves out), read under its row policies where the store has them."""
     request = _decode(body)
     accepted = list(request.accepted_response_types) or [_SAMPLES]
     if _SAMPLES not in accepted:
@@ -53,9 +54,10 @@ def answer(
             "add SAMPLES to accepted_response_types"
         )
     results = []
+    reader = reader_for(store, tenant)
     for index, query in enumerate(request.queries):
         try:
-            found = read_series(store, _selection(query, tenant), max_samples, max_series)
+            found = read_series(reader, _selection(query, tenant), max_samples, max_series)
         except QueryError as exc:
             raise IngestError(f"query {index}: {exc}") from None
         results.append(delimited(1, _query_result(found, hidden=TENANT_LABEL if tenant else "")))

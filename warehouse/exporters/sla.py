@@ -114,7 +114,7 @@ class SLAExporter(Collector):
     def _compute(self, slo: SLO, until: datetime) -> list[Metric]:
         windows = {**dict(slo.burn_windows), **self.windows}
         longest = max(windows.values())
-        rollup = slo_apply.find(self.warehouse.store, slo)  # once a computation
+        rollup = slo_apply.find(self.warehouse.reader, slo)  # once a computation
         keep = self._top_values(slo, rollup, until - longest, until)
         names = ["slo", *self.labels]
         gauges = {
@@ -217,8 +217,8 @@ class SLAExporter(Collector):
             order_by="-count" if top else None,
             limit=self.top if top else None,
         )
-        sources = (rollup.source(wh.store.capabilities.dialect),) if rollup else ()
-        return pl.DataFrame(ask(wh.store, question, sources))
+        sources = (rollup.source(wh.reader.capabilities.dialect),) if rollup else ()
+        return pl.DataFrame(ask(wh.reader, question, sources))
 
     # -- exposing ---------------------------------------------------------------------
 

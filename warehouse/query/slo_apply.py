@@ -25,6 +25,7 @@ from datetime import datetime
 import polars as pl
 
 from warehouse.config import Config
+from warehouse.errors import StoreError
 from warehouse.query.builder import quote_identifier
 from warehouse.query.slo import SLO
 from warehouse.query.slo_rollup import GRAIN, SloRollup, scope_terms
@@ -285,10 +286,18 @@ def _is_duckdb(store: Store) -> bool:
 
 def _exists(store: Store, name: str) -> bool:
     # EXISTS, not a read of system.tables: every report asks, and it answers in half the time.
-    found = store.query_arrow(
-        "EXISTS TABLE {db:Identifier}.{name:Identifier}", {"db": store.database, "name": name}
-    )
+    try:
+        found = store.query_arrow(
+            "EXISTS TABLE {db:Identifier}.{name:Identifier}", {"db": store.database, "name": name}
+        )
+    except StoreError as exc:
+        if exc.code == _ACCESS_DENIED:
+            return False  # a tenant's store, and a rollup it may not read: not there for it
+        raise
     return bool(found.column(0)[0].as_py())
+
+
+_ACCESS_DENIED = 497
 
 
 def _comment(text: str) -> dict:

@@ -1,7 +1,8 @@
 """The embedded ClickHouse server's child process.
 
 Run as ``python -m warehouse.store._embedded_child DIR HTTP_PORT TCP_PORT``, with any
-extra ``config.xml`` content in ``$LLMWH_EXTRA_CONFIG``.
+extra ``config.xml`` content on its standard input (the users and row policies of many
+databases outgrow an environment variable).
 
 It takes ``DIR/server.lock`` first and holds it for its whole life (so a crashed
 server leaves no false "running" state behind, and two starts cannot both write
@@ -59,7 +60,7 @@ def main(data_dir: Path, http_port: int, tcp_port: int) -> int:
     lock.truncate(0)
     lock.write(str(os.getpid()))
     lock.flush()
-    extra = os.environ.get("LLMWH_EXTRA_CONFIG", "")
+    extra = sys.stdin.read()
     (data_dir / "config.xml").write_text(config_xml(http_port, tcp_port, extra))
     from chdb import _chdb
 

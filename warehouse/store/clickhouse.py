@@ -68,11 +68,16 @@ class ClickHouseStore:
         self._tenants_lock = threading.Lock()
         self.url = url.redacted()
         self.database = url.database
-        self.capabilities = capabilities
         self.cluster, self.shard_urls = _cluster_options(url)
         """With ``cluster=NAME``: the cluster the warehouse's Distributed tables span,
         and (``shards=host:port,...``) each shard's store URL (credentials and all),
         for migrations."""
+        # A Distributed table's shards read as the user remote_servers names, where the
+        # reader's policies do not apply: a predicate pushed to a shard would see every
+        # tenant's rows. No row policies on a cluster until the shards hold them too.
+        self.capabilities = (
+            replace(capabilities, row_policies=False) if self.cluster else capabilities
+        )
         # Unqualified names resolve in the warehouse's database once it exists; until
         # something (this process or another) creates it, the session stays on
         # `default` and looks again before each call.
@@ -167,18 +172,15 @@ class ClickHouseStore:
         return {"parallel_view_processing": 1, "optimize_on_insert": 0, **(settings or {})}
 
     def as_tenant(self, tenant: str) -> ClickHouseStore:
+        if self.cluster:
+            raise QueryError(
+                f"reading SQL as a tenant on cluster {self.cluster} is refused: its shards "
+                "do not apply the tenant's row policies yet (docs/security.md)"
+            )
         if not self.capabilities.row_policies:
             raise QueryError(
                 "ClickHouse in-process (chdb) has no users, so no row policies: read as a "
                 "tenant through a ClickHouse server (`llmwh clickhouse start`)"
-            )
-        if self.cluster:
-            # A Distributed table's shards read as the user remote_servers names, where
-            # the reader's policies do not apply: a predicate pushed to a shard would see
-            # every tenant's rows. Refused until the shards hold the boundary too.
-            raise QueryError(
-                f"reading SQL as a tenant on cluster {self.cluster} is refused: its shards "
-                "do not apply the tenant's row policies yet (docs/security.md)"
             )
         # Kept for the next query: opening a client (and looking at the policies) cost
         # a tenant's query about 18 ms, the query itself 4-6.

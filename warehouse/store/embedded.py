@@ -31,7 +31,7 @@ from warehouse.errors import (
     ServerAlreadyRunning,
 )
 from warehouse.store._embedded_child import HOST, LOCKED_EXIT
-from warehouse.store.tenancy import users_config_xml
+from warehouse.store.tenancy import RollupTables, readable_rollups, users_config_xml
 from warehouse.store.url import DEFAULT_DATABASE
 
 __all__ = [
@@ -77,9 +77,9 @@ def start_server(
 
     A port of 0 picks a free one. ``extra_config`` is XML placed inside
     ``<clickhouse>`` (for instance a ``<remote_servers>`` section). The tables of
-    ``tenant_databases`` carry the row policies tenants read under
-    (:mod:`warehouse.store.tenancy`): the server serves users from its configuration
-    only, so these are fixed while it runs.
+    ``tenant_databases``, and the SLO rollups built in them so far, carry the row
+    policies tenants read under (:mod:`warehouse.store.tenancy`): the server serves users
+    from its configuration only, so these are fixed while it runs.
     """
     if not _chdb_installed():
         raise ChdbMissing(
@@ -96,6 +96,7 @@ def start_server(
         )
     http_port, tcp_port = claim_ports((http_port, "--http-port"), (tcp_port, "--tcp-port"))
     _server_json(root).unlink(missing_ok=True)
+    config = users_config_xml(_tenant_tables(root, tenant_databases)) + extra_config
     log_path = root / "server.log"
     with open(log_path, "ab") as log:
         log.write(f"--- llmwh starting ClickHouse at {time.ctime()}\n".encode())
@@ -110,16 +111,15 @@ def start_server(
                 str(http_port),
                 str(tcp_port),
             ],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=log,
             cwd=root,
-            env={
-                **os.environ,
-                "LLMWH_EXTRA_CONFIG": users_config_xml(tuple(tenant_databases)) + extra_config,
-            },
             start_new_session=True,  # outlives the terminal and the command that started it
         )
+    # Its stdin: exited already, it broke the pipe, and _wait_until_serving says why.
+    with contextlib.suppress(BrokenPipeError), child.stdin:
+        child.stdin.write(config.encode())
     _children[child.pid] = child
     info = ServerInfo(child.pid, http_port, tcp_port, str(root), time.time())
     try:
@@ -133,6 +133,21 @@ def start_server(
         raise
     _write_json_atomically(_server_json(root), asdict(info))
     return info
+
+
+def _tenant_tables(root: Path, databases: tuple[str, ...]) -> dict[str, RollupTables]:
+    """Each database with the SLO rollups a tenant may read in it, from the table
+    definitions ClickHouse keeps on disk (``metadata/<database>/<table>.sql``)."""
+    found = {}
+    for database in databases:
+        folder = root / "clickhouse" / "metadata" / database
+        definitions = (
+            {path.stem: path.read_text(errors="replace") for path in folder.glob("slo_*.sql")}
+            if folder.is_dir()
+            else {}
+        )
+        found[database] = readable_rollups(definitions)
+    return found
 
 
 def _wait_until_serving(child: subprocess.Popen, info: ServerInfo, timeout: float) -> None:

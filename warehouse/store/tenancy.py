@@ -13,12 +13,17 @@ with ``const`` constraints. See docs/security.md.
 The embedded server has no writable access storage (chdb-core serves users from its
 configuration file only), so the reader, its grants and its row policies are written into
 the server's ``config.xml`` for the databases named when it starts:
-:func:`users_config_xml`. A query as a tenant on a database whose tables carry no such
-policy is refused (:func:`require_row_policies`), never run unguarded.
+:func:`users_config_xml`. The SLO rollups already built then (:func:`readable_rollups`)
+are covered too; one built later is left to the warehouse's own connection until the
+server restarts. A query as a tenant on a database whose tables carry no such policy is
+refused (:func:`require_row_policies`), never run unguarded.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
 from xml.sax.saxutils import escape
 
 from warehouse.errors import QueryError
@@ -30,6 +35,9 @@ __all__ = [
     "TENANT_COLUMN_TABLES",
     "TENANT_HEADER",
     "TENANT_TABLES",
+    "RollupTables",
+    "readable_rollups",
+    "reader_for",
     "require_row_policies",
     "row_filters",
     "users_config_xml",
@@ -69,34 +77,72 @@ database) that holds it to the tenant the query names. A query naming the empty 
 sees nothing: :func:`row_filters` adds that condition."""
 
 
-def row_filters(database: str) -> dict[str, str]:
-    """The row filter of each tenant table of ``database``."""
+class RollupTables(NamedTuple):
+    """The SLO rollups of a database a tenant may read (:func:`readable_rollups`)."""
+
+    tables: tuple[str, ...] = ()
+    """Each table with a ``tenant`` column: read under the same filter as `requests`."""
+    views: tuple[str, ...] = ()
+    """Their views, which the reader may see exist (not read): a rollup is complete once
+    its view exists."""
+
+
+_ROLLUP = re.compile(r"slo_[a-z0-9_]+")
+_TENANT_COLUMN = re.compile(r"^\s*`?tenant`?\s", re.M)
+
+
+def readable_rollups(definitions: Mapping[str, str]) -> RollupTables:
+    """Of a database's tables (name -> its CREATE or ATTACH statement), the SLO rollup
+    tables a tenant may read: those with a ``tenant`` column. A rollup's totals sum every
+    tenant's requests together, so they have none and no tenant ever reads them."""
+    tables = tuple(
+        sorted(
+            name
+            for name, statement in definitions.items()
+            if _ROLLUP.fullmatch(name)
+            and not name.endswith("_mv")
+            and _TENANT_COLUMN.search(statement)
+        )
+    )
+    views = tuple(f"{t}_mv" for t in tables if f"{t}_mv" in definitions)
+    return RollupTables(tables, views)
+
+
+def row_filters(database: str, rollups: RollupTables | None = None) -> dict[str, str]:
+    """The row filter of each tenant table of ``database``, and of its ``rollups``."""
+    extra = rollups.tables if rollups else ()
+    conditions = {**TENANT_TABLES, **dict.fromkeys(extra, _TENANT_ROWS)}
     return {
         table: f"({condition.format(db=_quoted(database))}) AND {_CURRENT} != ''"
-        for table, condition in TENANT_TABLES.items()
+        for table, condition in conditions.items()
     }
 
 
-def users_config_xml(databases: tuple[str, ...]) -> str:
+def users_config_xml(databases: Mapping[str, RollupTables]) -> str:
     """The ``<users>``, ``<profiles>`` and ``<quotas>`` of the embedded server's config.
 
     ``default`` keeps every right (the warehouse's own connection; loopback only), and
-    :data:`READER` may read the tenant tables of ``databases`` only, each under its row
-    filter.
+    :data:`READER` may read the tenant tables of each database of ``databases`` and the
+    SLO rollups named with it, each under its row filter.
     """
+    filtered = {db: row_filters(db, rollups) for db, rollups in databases.items()}
     grants = "".join(
-        f"<query>{escape(f'GRANT SELECT ON {_quoted(db)}.{table}')}</query>"
-        for db in databases
-        for table in TENANT_TABLES
+        f"<query>{escape(f'GRANT SELECT ON {_quoted(db)}.{_quoted(table)}')}</query>"
+        for db, filters in filtered.items()
+        for table in filters
+    ) + "".join(
+        f"<query>{escape(f'GRANT SHOW TABLES ON {_quoted(db)}.{_quoted(view)}')}</query>"
+        for db, rollups in databases.items()
+        for view in rollups.views
     )
-    filters = "".join(
+    policies = "".join(
         f'<database name="{escape(db)}">'
         + "".join(
-            f'<table name="{table}"><filter>{escape(condition)}</filter></table>'
-            for table, condition in row_filters(db).items()
+            f'<table name="{escape(table)}"><filter>{escape(condition)}</filter></table>'
+            for table, condition in filters.items()
         )
         + "</database>"
-        for db in databases
+        for db, filters in filtered.items()
     )
     loopback = "<networks><ip>127.0.0.1</ip><ip>::1</ip></networks>"
     pinned = "".join(
@@ -118,7 +164,7 @@ def users_config_xml(databases: tuple[str, ...]) -> str:
         "<named_collection_control>1</named_collection_control></default>\n"
         f"    <{READER}><password></password>{loopback}<profile>{READER}</profile>"
         f"<quota>default</quota><grants>{grants}</grants>"
-        f"<databases>{filters}</databases></{READER}>\n"
+        f"<databases>{policies}</databases></{READER}>\n"
         "  </users>\n"
         "  <profiles><default/>"
         f"<{READER}><readonly>2</readonly><allow_get_client_http_header>1"
@@ -128,6 +174,17 @@ def users_config_xml(databases: tuple[str, ...]) -> str:
         f"<constraints>{pinned}</constraints></{READER}></profiles>\n"
         "  <quotas><default/></quotas>\n"
     )
+
+
+def reader_for(store: Store, tenant: str | None) -> Store:
+    """The store the warehouse's own reads for ``tenant`` run on: on a ClickHouse server,
+    one that reads as the tenant under the row policies (refused, saying why, where the
+    database has none); ``store`` itself without a tenant, or where the store has no row
+    policies (DuckDB, chdb in-process, a cluster), where the tenant filter that those
+    reads carry anyway scopes them alone (docs/security.md, "Builder reads")."""
+    if tenant is None or not store.capabilities.row_policies:
+        return store
+    return store.as_tenant(tenant)
 
 
 def require_row_policies(store: Store) -> None:
@@ -143,7 +200,7 @@ def require_row_policies(store: Store) -> None:
     missing = sorted(set(TENANT_TABLES) - covered)
     if missing:
         raise QueryError(
-            f"reading SQL as a tenant needs ClickHouse row policies, and database "
+            f"reading as a tenant needs ClickHouse row policies, and database "
             f"{store.database!r} has none for {', '.join(missing)}: on the embedded server, "
             f"restart it with `llmwh clickhouse start --database {store.database}`; on "
             "another server, see docs/security.md"

@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from datetime import UTC, datetime, timedelta
 
+import polars as pl
 import pyarrow.compute as pc
 import pytest
+from stores import fresh_store, server_database
 
 from warehouse.api import Warehouse
 from warehouse.config import Config
 from warehouse.errors import QueryError
-from warehouse.store import open_store
 from warehouse.synthetic import Incident, synthetic_requests
 
 START = (datetime.now(UTC) - timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
@@ -69,6 +69,29 @@ def test_every_measure_is_computed_over_the_tenants_requests_only(loaded, traffi
     )
 
 
+def test_on_the_server_the_engine_holds_the_tenant_without_the_warehouses_filter(
+    loaded, traffic, monkeypatch
+):
+    # The warehouse's reads carry the tenant as a filter; on the server they also run as
+    # the tenant, under row policies. With the filter gone, the policies still hold.
+    monkeypatch.setattr(Warehouse, "scoped", lambda self, filters: dict(filters or {}))
+    wh = Warehouse(loaded, tenant=TENANT)
+    window = {"since": START, "until": UNTIL}
+    seen = {
+        "drill": wh.drill(["tenant"], **window)["tenant"],
+        "timeseries": wh.timeseries(["count"], by=["tenant"], interval="1h", **window)["tenant"],
+        "sla": wh.sla("chat-assistant", by=["tenant"], **window)["tenant"],
+        "root cause": wh.root_cause(
+            thresholds={"ttft_ms": 300}, dimensions=["tenant"], limit=None, min_share=0, **window
+        ).filter(pl.col("dimension") == "tenant")["value"],
+    }
+    for read, tenants in seen.items():
+        if loaded.capabilities.row_policies:
+            assert set(tenants) <= {TENANT} and len(tenants), read
+        else:  # no row policies (DuckDB, chdb in-process): the filter is the only wall
+            assert len(set(tenants)) > 1, read
+
+
 def test_asking_for_another_tenant_is_refused(loaded):
     wh = Warehouse(loaded, tenant=TENANT)
     with pytest.raises(QueryError, match="reads tenant 'globex' only; tenant acme is not readable"):
@@ -76,18 +99,18 @@ def test_asking_for_another_tenant_is_refused(loaded):
     assert wh.drill(filters={"tenant": TENANT}, since=START, until=UNTIL)["count"].item() > 0
 
 
-def test_sql_as_a_tenant_needs_row_policies_and_is_refused_without(loaded):
-    # Where no row policy holds (DuckDB, chdb in-process, a database the server has no
-    # policies for), arbitrary SQL cannot be held to a tenant: it is refused, never run.
-    # Under the policies: test_row_policies.py.
-    reason = {
-        "clickhouse": "needs ClickHouse row policies",
-        "chdb": "no users, so no row policies",
-        "duckdb": "DuckDB has no row policies",
-    }
-    kind = "chdb" if loaded.url.startswith("chdb") else loaded.capabilities.dialect
-    with pytest.raises(QueryError, match=reason[kind]):
-        Warehouse(loaded, tenant=TENANT).sql("SELECT count() FROM requests")
+def test_sql_as_a_tenant_runs_under_row_policies_and_is_refused_without(loaded, traffic):
+    # Where no row policy holds (DuckDB, chdb in-process; a database the server has no
+    # policies for: test_row_policies.py), arbitrary SQL cannot be held to a tenant: it is
+    # refused, never run.
+    wh = Warehouse(loaded, tenant=TENANT)
+    if loaded.capabilities.row_policies:
+        counted = wh.sql("SELECT count() AS n FROM requests")["n"].item()
+        assert counted == pc.sum(pc.equal(traffic.column("tenant"), TENANT)).as_py()
+        return
+    reason = "no users, so no row policies" if loaded.url.startswith("chdb") else "DuckDB has"
+    with pytest.raises(QueryError, match=reason):
+        wh.sql("SELECT count() FROM requests")
 
 
 def test_a_dimension_named_like_a_column_never_unbinds_the_tenant(loaded, traffic):
@@ -113,10 +136,14 @@ def test_sql_refuses_what_carries_no_tenant(loaded, sql, refusal):
 
 
 def test_the_cli_reads_as_the_configured_tenant(embedded_server, traffic, tmp_path):
-    url = embedded_server.store_url(f"tenant_{uuid.uuid4().hex[:10]}")
-    with Warehouse(open_store(url)) as wh:
-        wh.migrate()
-        wh.insert_requests(traffic)
+    url = embedded_server.store_url(server_database())
+    with fresh_store(url) as store:
+        Warehouse(store).migrate()
+        Warehouse(store).insert_requests(traffic)
+        _read_as_the_configured_tenant(url, tmp_path)
+
+
+def _read_as_the_configured_tenant(url, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
     env |= {"LLMWH_TENANT": TENANT, "LLMWH_STORE": url}
     done = subprocess.run(
@@ -131,6 +158,3 @@ def test_the_cli_reads_as_the_configured_tenant(embedded_server, traffic, tmp_pa
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
     )  # fmt: skip
     assert refused.returncode == 1 and "system.tables is not tenant-scoped" in refused.stderr
-    store = open_store(url)
-    store.command(f"DROP DATABASE IF EXISTS {store.database}")
-    store.close()
