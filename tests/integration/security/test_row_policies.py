@@ -21,6 +21,7 @@ from stores import TENANCY_DATABASE
 from warehouse.api import Warehouse
 from warehouse.errors import QueryError, StoreError
 from warehouse.store import open_store
+from warehouse.store.embedded import start_server, stop_server
 from warehouse.store.tenancy import TENANT_TABLES
 from warehouse.synthetic import synthetic_requests
 
@@ -218,3 +219,40 @@ def test_the_cli_reads_as_its_tenant_under_the_policies(shared, tmp_path):
                            capture_output=True, text=True, cwd=tmp_path,
                            env={**env, "LLMWH_TENANT": ""}, timeout=120)  # fmt: skip
     assert empty.returncode != 0 and "setting tenant is empty" in empty.stderr
+
+
+def test_an_slo_rollup_is_read_as_a_tenant_once_the_server_covers_it(tmp_path):
+    # The embedded server fixes its policies at start: a rollup built while it runs is
+    # left to the base rollups for a tenant's reads, and read as the tenant once the
+    # server has restarted. Its totals, which sum every tenant, are never readable.
+    data = tmp_path / "server"
+    server = start_server(data, http_port=0, tcp_port=0)
+    try:
+        with Warehouse(open_store(server.store_url())) as wh:
+            wh.migrate()
+            for tenant, model, n in (("acme", "acme-model", 400), ("bravo", SECRET, 600)):
+                wh.insert_requests(_requests(tenant, model, n))
+            (applied,) = wh.slo_apply(["chat-assistant"])
+            everyone = wh.sla("chat-assistant", by=["tenant"], since="3h")
+        rollup = applied.table
+
+        def as_acme():
+            with Warehouse(open_store(server.store_url()), tenant="acme") as acme:
+                return acme.sla("chat-assistant", by=["tenant"], since="3h")
+
+        before = as_acme()
+        assert before["tenant"].to_list() == ["acme"]
+        assert rollup not in str(before.plan)
+        stop_server(data)
+        server = start_server(data, http_port=0, tcp_port=0)
+        after = as_acme()
+        assert rollup in str(after.plan)
+        assert after.to_dicts() == everyone.filter(everyone["tenant"] == "acme").to_dicts()
+        assert after["count"].to_list() == before["count"].to_list()
+        reader = open_store(server.store_url()).as_tenant("acme")
+        counted = reader.query_arrow(f"SELECT DISTINCT tenant FROM {rollup}_1h")
+        assert counted["tenant"].to_pylist() == ["acme"]
+        with pytest.raises(StoreError, match="Not enough privileges"):
+            reader.query_arrow(f"SELECT * FROM {rollup}_1h_total")
+    finally:
+        stop_server(data)
