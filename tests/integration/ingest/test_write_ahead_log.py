@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import Client
+from asgi import Client
 from polling import poll_until
 from test_receiver import NOW_MS, V1_TYPE, count, samples_in, snappy, v1_body
 
