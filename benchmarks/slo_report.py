@@ -15,7 +15,12 @@ Paths:
 
 * ``slo rollup`` (ClickHouse): after ``slo apply``, the default plan;
 * ``raw exact`` (ClickHouse): ``exact=True``, every figure from raw rows;
-* ``duckdb raw`` (DuckDB): the same report from raw rows (DuckDB keeps no rollups).
+* ``duckdb raw`` (DuckDB): the same report from raw rows (DuckDB keeps no rollups);
+* ``one tenant`` (ClickHouse): the rollup's report of ``--tenant`` only, asked by the
+  warehouse's own connection with the tenant as a filter;
+* ``as tenant`` (ClickHouse): the same report asked as the tenant, under ClickHouse's
+  row policies (docs/security.md). The server is restarted after ``slo apply`` so that
+  its policies cover the rollup, as a tenant's reads of it need.
 
 It prints the load rate with and without the SLO's rollup (the rollup's insert cost),
 the build time of ``slo apply`` over the loaded rows, the rollup's size against
@@ -25,7 +30,8 @@ once a round, so other work on the machine falls on all alike); then the rollup'
 asked ``4 x --runs`` times in a row, as the exporter asks it, with no scan of raw rows
 between. The exact figures
 (count, attainment, compliance, budget, burn rates, objective verdicts) must agree
-between the paths, or the script exits non-zero.
+between the paths (the two of one tenant between themselves), or the script exits
+non-zero.
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
 
 SPAN = timedelta(days=7)
+BENCH = "bench"
+ALL_TENANTS = ("slo rollup", "raw exact", "duckdb raw")
+ONE_TENANT = ("one tenant", "as tenant")
 EXACT = ["count", "attainment", "budget_remaining", "compliance", "windows", "score"]
 
 
@@ -128,31 +137,36 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--slo", default="chat-assistant")
     parser.add_argument("--backends", default="clickhouse,duckdb")
+    parser.add_argument("--tenant", default="acme")
     args = parser.parse_args()
     backends = args.backends.split(",")
     now = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="slo-report-") as tmp:
         root = Path(tmp)
-        server = start_server(root / "clickhouse", http_port=0, tcp_port=0)
         try:
-            return run(args, backends, now, root, server)
+            return run(args, backends, now, root)
         finally:
             stop_server(root / "clickhouse")
 
 
-def run(args, backends, now, root, server) -> int:
+def serve(root: Path):
+    return start_server(root / "clickhouse", http_port=0, tcp_port=0, tenant_databases=(BENCH,))
+
+
+def run(args, backends, now, root) -> int:
+    server = serve(root)
     stores: dict[str, Warehouse] = {}
     if "clickhouse" in backends:
         bare = Warehouse(open_store(server.store_url("bare")))
         bare.migrate()
         rate_bare, _ = load(bare, min(args.rows, 2 * args.chunk), args.chunk, now)
         bare.store.command("DROP DATABASE bare SYNC")
-        wh = Warehouse(open_store(server.store_url("bench")))
+        wh = Warehouse(open_store(server.store_url(BENCH)))
         wh.migrate()
         [applied] = wh.slo_apply([args.slo])  # before the load: its view fills it
         rate_slo, _ = load(wh, min(args.rows, 2 * args.chunk), args.chunk, now)
         wh.store.command(f"DROP DATABASE {wh.store.database} SYNC")
-        wh = Warehouse(open_store(server.store_url("bench")))
+        wh = Warehouse(open_store(server.store_url(BENCH)))
         wh.migrate()
         rate, loaded = load(wh, args.rows, args.chunk, now)
         started = time.perf_counter()
@@ -183,6 +197,12 @@ def run(args, backends, now, root, server) -> int:
             f"clickhouse: background merges of the load finished {settled:.0f} s later, "
             "the SLO's totals one part a partition"
         )
+        stores["slo rollup"].close()
+        stop_server(root / "clickhouse")
+        server = serve(root)  # its tenant's policies now cover the rollup
+        wh = Warehouse(open_store(server.store_url(BENCH)))
+        stores["slo rollup"] = stores["raw exact"] = stores["one tenant"] = wh
+        stores["as tenant"] = Warehouse(wh.store, tenant=args.tenant)
     # Two ranges of 7 days, each the same instant for every path and round, so that every
     # path answers the same question: ending now as `llmwh sla --since 7d` asks it (the
     # clock's next whole second), and ending at a given millisecond.
@@ -196,7 +216,9 @@ def run(args, backends, now, root, server) -> int:
             for path, wh in stores.items():
                 started = time.perf_counter()
                 exact = True if path == "raw exact" else None
-                result = wh.sla(args.slo, since=until - SPAN, until=until, exact=exact)
+                scope = {"tenant": args.tenant} if path == "one tenant" else None
+                result = wh.sla(args.slo, filters=scope, since=until - SPAN, until=until,
+                                exact=exact)  # fmt: skip
                 if round_:  # the first round warms up
                     times.setdefault((shape, path), []).append(time.perf_counter() - started)
                 answers[shape, path] = figures(result)
@@ -209,20 +231,27 @@ def run(args, backends, now, root, server) -> int:
         if "slo rollup" in median and "duckdb raw" in median:
             ratio = median["duckdb raw"] / median["slo rollup"]
             print(f"  rollup vs duckdb raw: {ratio:.1f}x faster")
+        if "as tenant" in median:
+            ratio = median["as tenant"] / median["one tenant"]
+            print(
+                f"  {args.tenant}'s report under the row policies: {ratio:.2f}x "
+                "its time as a filter"
+            )
         if "slo rollup" in median:
             # As the exporter asks it: again and again, with no scan of raw rows between.
             rollup, until = stores["slo rollup"], ranges[shape]
             alone = [report_seconds(rollup, args.slo, until) for _ in range(4 * args.runs + 1)]
             seconds = statistics.median(alone[1:])  # the first warms up
             print(f"  slo rollup, {4 * args.runs} times in a row: {seconds * 1000:.1f} ms")
-        shaped = {path: a for (s, path), a in answers.items() if s == shape}
-        first = next(iter(shaped.values()))
-        disagree = [p for p, a in shaped.items() if not a.equals(first)]
-        if disagree:
-            print(f"the exact figures differ on {', '.join(disagree)}:", file=sys.stderr)
-            for path, answer in shaped.items():
-                print(path, answer, file=sys.stderr)
-            return 1
+        for group in (ALL_TENANTS, ONE_TENANT):
+            shaped = {p: a for (s, p), a in answers.items() if s == shape and p in group}
+            first = next(iter(shaped.values()), None)
+            disagree = [p for p, a in shaped.items() if not a.equals(first)]
+            if disagree:
+                print(f"the exact figures differ on {', '.join(disagree)}:", file=sys.stderr)
+                for path, answer in shaped.items():
+                    print(path, answer, file=sys.stderr)
+                return 1
     print("exact figures agree on every path")
     return 0
 
