@@ -914,11 +914,13 @@ class Receiver:
         self.metrics.request_samples_dropped.inc(pivot.dropped)
 
     def _logged_writes_inserted(
-        self, rows: Mapping[str, int], received: datetime, seconds: float
+        self, rows: Mapping[str, int], received: datetime, seconds: float, tenants: frozenset
     ) -> None:
-        """The write-ahead log inserted a batch; its request parts wait to be sealed."""
+        """The write-ahead log inserted a batch; its request parts wait to be sealed, each
+        tenant's counted against that tenant (in multi-tenant mode)."""
         if rows.get("request_parts"):
-            self._sealing.wrote(received.timestamp())
+            for tenant in tenants if self.config.tenant_header else ("",):
+                self._sealing.wrote(received.timestamp(), tenant)
         self.metrics.observe_wal_insert(sum(rows.values()), seconds)
 
 

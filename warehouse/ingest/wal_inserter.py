@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from warehouse.errors import BufferFull
 from warehouse.ingest.batcher import merge_tables
@@ -46,7 +47,8 @@ class WalInserter:
         interval: float = 0.5,
         max_pending_bytes: int = 1 << 30,
         max_batch_bytes: int = 256 << 20,
-        on_insert: Callable[[Mapping[str, int], datetime, float], None] | None = None,
+        on_insert: Callable[[Mapping[str, int], datetime, float, frozenset[str]], None]
+        | None = None,
     ):
         self.store = store
         self.wal = wal
@@ -55,7 +57,7 @@ class WalInserter:
         self.max_batch_bytes = max_batch_bytes
         self.on_insert = on_insert
         """Called after each batch with its rows per table, the time its request parts
-        count as received, and the seconds it took."""
+        count as received, the seconds it took, and the tenants of its request parts."""
         self.pending_bytes = 0
         self.last_error: str | None = None
         self._pending: list[Frame] = []
@@ -191,15 +193,17 @@ class WalInserter:
         now = datetime.now(UTC)  # to the millisecond, as `received` is stored and read back
         received = now.replace(microsecond=now.microsecond // 1000 * 1000)
         rows: dict[str, int] = {}
+        tenants: set[str] = set()
         for table, data, token in _batch_inserts(batch, f"wal:{self.wal.id}:{first}-{last}"):
             if table == "request_parts":
                 data = _received_at(data, received)
+                tenants.update(pc.unique(data.column("tenant")).to_pylist())
             self.store.insert_arrow(table, data, dedup_token=token)
             rows[table] = rows.get(table, 0) + data.num_rows
         self.wal.applied(last)
         self._replayed_batch = None
         if self.on_insert is not None:
-            self.on_insert(rows, received, time.perf_counter() - started)
+            self.on_insert(rows, received, time.perf_counter() - started, frozenset(tenants))
 
 
 def _batch_inserts(batch: list[Frame], token: str) -> list[tuple[str, pa.Table, str]]:

@@ -228,3 +228,39 @@ def test_a_log_over_its_bound_refuses_writes_with_429_until_the_store_takes_it(m
     finally:
         client.close()
     assert rows_everywhere(migrated) == (100, 100, 100)
+
+
+def test_with_the_log_one_tenants_sealing_lag_throttles_that_tenant_only(store, tmp_path):
+    """The log inserts every tenant's parts together; each tenant's still count as its
+    own, so while acme's wait to be sealed past the limit, acme's per-request writes get
+    429 and bravo's are taken."""
+    Migrator(store, Config(seal_after_seconds=1, seal_every_seconds=1)).up()
+    client = receiver(store, tmp_path / "wal", seal_after_seconds=1, seal_every_seconds=1,
+                      tenant_header="X-Scope-OrgID")  # fmt: skip
+    if store.capabilities.scheduled_views:
+        store.command(f"SYSTEM STOP VIEW {store.database}.request_parts_seal")
+    else:
+        client.app.seal = _no_seal
+    try:
+        sent = iter(range(10**6))
+
+        def write(tenant: str) -> int:
+            body = request_parts_body(f"{tenant}-{next(sent)}")
+            return client.post("/api/v1/write", body, content_type=V1_TYPE,
+                               x_scope_orgid=tenant).status  # fmt: skip
+
+        def acme_refused() -> bool:
+            client.loop.run_until_complete(asyncio.sleep(0.2))  # its sealing watch runs
+            status = write("acme")
+            assert status in (204, 429)
+            return status == 429
+
+        poll_until(acme_refused, "acme's per-request writes refused for its sealing lag")
+        assert write("bravo") == 204
+        assert write("acme") == 429
+    finally:
+        client.close()
+
+
+async def _no_seal() -> None:
+    return None
