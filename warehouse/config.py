@@ -83,8 +83,9 @@ class Config:
     """USER:PASSWORD (HTTP basic auth) required where auth_token is (unset: no auth)."""
     tenant_buffer_bytes: int = 64 << 20
     """In multi-tenant mode, most bytes one tenant's writes may hold in the receiver at
-    once (0: no bound but buffer_bytes); past it that tenant gets 429 with Retry-After,
-    and the others write on."""
+    once, their bodies as received and the rows decoded from them until committed (0: no
+    bound but buffer_bytes); past it that tenant gets 429 with Retry-After, and the
+    others write on."""
     body_timeout_seconds: int = 30
     """A request body must arrive whole within this long; else HTTP 408."""
     max_future_seconds: int = 600

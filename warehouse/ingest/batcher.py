@@ -24,6 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,30 +78,40 @@ class _Held:
     plain class, as every write enters one (a generator-based context manager cost
     2.5 times as much: 1.15 against 0.46 µs)."""
 
-    __slots__ = ("committer", "nbytes", "tenant", "write")
+    __slots__ = ("_entered", "committer", "decoded", "nbytes", "tenant", "write")
 
     def __init__(self, committer: GroupCommitter, nbytes: int, tenant: str, write: bool):
         self.committer, self.nbytes, self.tenant, self.write = committer, nbytes, tenant, write
+        self.decoded = 0
+        """Bytes of the write's decoded rows waiting in the buffer, held against the
+        tenant's bound only (the buffer's own bound counts them as buffered)."""
 
     def __enter__(self) -> _Held:
+        self._entered = _holding.set(self)
         return self
 
     def grow(self, nbytes: int) -> None:
         """Hold ``nbytes`` more (a body's bytes as they arrive); :class:`BufferFull` as
         :meth:`GroupCommitter.hold` would refuse them."""
-        self.committer._charge(nbytes, self.tenant, self.nbytes)
+        self.committer._charge(nbytes, self.tenant, self.nbytes + self.decoded)
         self.nbytes += nbytes
 
     def __exit__(self, *exc: object) -> None:
+        _holding.reset(self._entered)
         committer = self.committer
         committer.in_flight_bytes -= self.nbytes
-        left = committer._tenant_bytes.get(self.tenant, 0) - self.nbytes
+        left = committer._tenant_bytes.get(self.tenant, 0) - self.nbytes - self.decoded
         if left > 0:
             committer._tenant_bytes[self.tenant] = left
         else:
             committer._tenant_bytes.pop(self.tenant, None)
         committer.held_writes -= self.write
         committer._arrived.set()
+
+
+_holding: ContextVar[_Held | None] = ContextVar("llmwh_holding", default=None)
+"""The write being served (:meth:`GroupCommitter.hold`), whose decoded rows the
+committer then charges to its tenant."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +237,10 @@ class GroupCommitter:
                 f"the receiver holds {held:,} of {self.max_buffer_bytes:,} bytes "
                 "(buffer_bytes) in writes being read, decoded or committed; retry after a moment"
             )
+        self._charge_tenant(nbytes, tenant, own)
+        self.in_flight_bytes += nbytes
+
+    def _charge_tenant(self, nbytes: int, tenant: str, own: int) -> None:
         mine = self._tenant_bytes.get(tenant, 0)
         if self.max_tenant_bytes and mine - own and mine + nbytes > self.max_tenant_bytes:
             raise BufferFull(
@@ -233,7 +248,6 @@ class GroupCommitter:
                 "(tenant_buffer_bytes) in writes being read, decoded or committed; retry "
                 "after a moment"
             )
-        self.in_flight_bytes += nbytes
         self._tenant_bytes[tenant] = mine + nbytes
 
     async def _enqueue(
@@ -250,6 +264,12 @@ class GroupCommitter:
                 f"the ingest buffer holds {self.buffered_bytes:,} of {self.max_buffer_bytes:,} "
                 "bytes; retry after a moment"
             )
+        held = _holding.get()
+        if held is not None and held.committer is self and body is None:
+            # A tenant's decoded rows count against its bound too: a body inflates
+            # several times over, and its rows wait here until they are committed.
+            self._charge_tenant(nbytes, held.tenant, held.nbytes + held.decoded)
+            held.decoded += nbytes
         done = asyncio.get_running_loop().create_future()
         pending = _Pending(tables, nbytes, done, dedup_token, body)
         self.buffered_bytes += nbytes

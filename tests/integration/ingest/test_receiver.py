@@ -297,6 +297,22 @@ def test_one_tenant_holding_its_share_of_the_buffer_stalls_no_other(make_client,
     assert write(x_scope_orgid="acme").status == 204  # once its writes are answered
 
 
+def test_a_tenants_decoded_rows_count_against_its_share_too(make_client):
+    # Its body fits the share beside acme's other writes; the rows it decodes into,
+    # which wait in the buffer until committed, do not. (Remote write 1.0 bodies that
+    # the store decodes itself wait as bodies: their share is their bytes.)
+    body = gzip.compress(encode_ndjson(synthetic_requests(200, seed=2)))
+    client = make_client(tenant_header="X-Scope-OrgID", tenant_buffer_bytes=len(body) + 1_100)
+    write = partial(client.post, "/api/v1/requests", body, content_encoding="gzip",
+                    content_type="application/x-ndjson")  # fmt: skip
+    with client.app.committer.hold(1_000, "acme"):
+        throttled = write(x_scope_orgid="acme")
+        other = write(x_scope_orgid="bravo")
+    assert throttled.status == 429 and "tenant 'acme' holds" in throttled.text
+    assert other.status == 200, other.text
+    assert client.app.committer._tenant_bytes == {}  # every write let go of what it held
+
+
 def test_a_body_that_never_arrives_is_408_and_lets_go_of_the_buffer(make_client):
     client = make_client(body_timeout_seconds=1)
 
