@@ -88,7 +88,7 @@ def acme(shared):
 
 FILLED = ("requests", "requests_1m", "requests_1h", "requests_sla_1h", "series", "samples")
 """The tenant tables the fixture fills (the others carry the same policies: see
-test_sql_as_a_tenant_is_refused_where_no_policy_holds)."""
+test_reading_as_a_tenant_is_refused_where_no_policy_holds)."""
 
 
 def test_every_tenant_table_shows_a_tenant_its_own_rows_only(shared, acme):
@@ -183,12 +183,14 @@ def test_sql_as_a_tenant_returns_nothing_of_another(shared, sql):
         assert "bravo" not in str(answer.rows())
 
 
-def test_sql_as_a_tenant_is_refused_where_no_policy_holds(embedded_server):
+def test_reading_as_a_tenant_is_refused_where_no_policy_holds(embedded_server):
     other = open_store(embedded_server.store_url(f"nopolicy_{uuid.uuid4().hex[:8]}"))
     try:
         Warehouse(other).migrate()
         with pytest.raises(QueryError, match="needs ClickHouse row policies"):
             Warehouse(other, tenant="acme").sql("SELECT count() FROM requests")
+        with pytest.raises(QueryError, match="needs ClickHouse row policies"):
+            Warehouse(other, tenant="acme").drill(["tenant"])  # nor the warehouse's own
     finally:
         other.command(f"DROP DATABASE IF EXISTS {other.database} SYNC")
         other.close()
