@@ -16,8 +16,10 @@ any timing starts, for two workloads:
   region, zone, service and ab_group labels.
 
 Each receiver starts fresh in a temporary directory, on 127.0.0.1 only: ``llmwh serve``
-on the embedded ClickHouse, ``prometheus --web.enable-remote-write-receiver`` and
-``victoria-metrics``. Connections are threads with keep-alive HTTP/1.1
+on the embedded ClickHouse (``llmwh-tenants``: the same in multi-tenant mode, each
+connection one of 8 tenants, every write held against its tenant's share of the
+buffer; ``llmwh-wal``: with ``--wal``), ``prometheus --web.enable-remote-write-receiver``
+and ``victoria-metrics``. Connections are threads with keep-alive HTTP/1.1
 connections (a lean client of this script's own) sending at full speed until
 ``--seconds`` pass or the bodies run out (no body is sent twice). Only 2xx responses
 count as accepted samples. For llmwh the script then checks that the store holds
@@ -56,7 +58,10 @@ from warehouse.store.embedded import server_status, stop_server
 
 SAMPLES_PER_BODY = 500
 LOW_SERIES = 2_000
-RECEIVERS = ("llmwh", "llmwh-wal", "prometheus", "victoria-metrics")
+RECEIVERS = ("llmwh", "llmwh-tenants", "llmwh-wal", "prometheus", "victoria-metrics")
+TENANTS = 8
+"""``llmwh-tenants`` runs in multi-tenant mode; its connections name this many tenants,
+in turn, in ``X-Scope-OrgID``."""
 HEADERS = {
     "Content-Type": "application/x-protobuf",
     "Content-Encoding": "snappy",
@@ -325,8 +330,11 @@ class Receiver:
     def start(self) -> None:
         argv, ready = self.command()
         log = open(self.root / "receiver.log", "wb")  # noqa: SIM115 - lives as long as the process
+        env = dict(os.environ)
+        if self.name == "llmwh-tenants":
+            env["LLMWH_TENANT_HEADER"] = "X-Scope-OrgID"
         self.process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
         _log(f"  started {self.name} (pid {self.process.pid}) on 127.0.0.1:{self.port}")
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -475,11 +483,13 @@ class _Connection:
             self.sock = None
 
 
-def _send_lane(port: int, lane: list[bytes], deadline: float, tally: Counter) -> None:
+def _send_lane(
+    port: int, lane: list[bytes], deadline: float, tally: Counter, headers: dict[str, str]
+) -> None:
     """Send the lane's bodies in order on one keep-alive connection until the deadline;
     a body refused with 429 is sent again after its Retry-After."""
     statuses: Counter = Counter()
-    connection = _Connection(port, "/api/v1/write", HEADERS)
+    connection = _Connection(port, "/api/v1/write", headers)
     try:
         for body in lane:
             while time.monotonic() < deadline:
@@ -502,13 +512,21 @@ def _send_lane(port: int, lane: list[bytes], deadline: float, tally: Counter) ->
             tally.update(statuses)
 
 
-def _replay(port: int, lanes: list[list[bytes]], seconds: float) -> tuple[Counter, float]:
+def _replay(
+    port: int, lanes: list[list[bytes]], seconds: float, tenants: int = 0
+) -> tuple[Counter, float]:
     tally: Counter = Counter()
     started = time.monotonic()
     deadline = started + seconds
+    headers = [
+        {**HEADERS, "X-Scope-OrgID": f"tenant-{k % tenants}"} if tenants else HEADERS
+        for k in range(len(lanes))
+    ]
     threads = [
-        threading.Thread(target=_send_lane, args=(port, lane, deadline, tally), daemon=True)
-        for lane in lanes
+        threading.Thread(
+            target=_send_lane, args=(port, lane, deadline, tally, headers[k]), daemon=True
+        )
+        for k, lane in enumerate(lanes)
     ]
     for thread in threads:
         thread.start()
@@ -524,7 +542,8 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
             receiver.start()
             before = _cpu_seconds(receiver.process.pid)
             sender_before = _own_cpu_seconds()
-            tally, elapsed = _replay(receiver.port, lanes, seconds)
+            tenants = TENANTS if name == "llmwh-tenants" else 0
+            tally, elapsed = _replay(receiver.port, lanes, seconds, tenants)
             sender_cores = (_own_cpu_seconds() - sender_before) / elapsed
             if name == "llmwh-wal":  # its CPU includes inserting what it acknowledged
                 _wait_wal_inserted(receiver.port)
@@ -647,9 +666,15 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
                         f"{workload}, {connections} connections: {ours} / {peer} = "
                         f"{rates[ours] / rates[peer]:.2f}x"
                     )
+        if rates.get("llmwh") and "llmwh-tenants" in rates:
+            print(
+                f"{workload}, {connections} connections: llmwh-tenants / llmwh = "
+                f"{rates['llmwh-tenants'] / rates['llmwh']:.2f}x"
+            )
     print("cores: CPU used while sending, receiver process + the processes it started")
     print("CPU-s/M: CPU seconds (all of a receiver's processes) per million samples accepted")
     print("sender: cores this script used sending (taken from the receiver's two)")
+    print(f"llmwh-tenants: llmwh serve in multi-tenant mode, {TENANTS} tenants")
     print("llmwh-wal: llmwh serve --wal (acknowledged once on its disk); its CPU includes")
     print("  inserting every acknowledged write after the sending ended")
     for r in results:
