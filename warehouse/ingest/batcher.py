@@ -6,11 +6,12 @@ each table once, so ClickHouse gets a few large inserts instead of many small on
 then it wakes every writer of that flush with the outcome.
 
 A write can instead hand over a :class:`Body`: bytes decoded and inserted a whole
-flush at a time. The bodies of a flush that share a group go to ``insert_bodies`` in
-one call, which writes them and returns the indices of those it left out. Each body
-left out, or each body of a call that raised for something in the data, is decoded on
-its own (``Body.decode``) and goes the way of Arrow tables, so one bad body gets its
-own error and costs the others nothing. A write is acknowledged
+flush at a time. The bodies of a flush go to ``insert_bodies`` in one call, by group
+(a group is decoded alike: a tenant's), which writes them all in one insert per table
+and returns, per group, the indices of those it left out. Each body left out, or each
+body of a call that raised for something in the data, is decoded on its own
+(``Body.decode``) and goes the way of Arrow tables, so one bad body gets its own error
+and costs the others nothing. A write is acknowledged
 only after all of its rows are in the store, or, with a write-ahead log
 (``write_ahead``), in the log on disk (see :mod:`warehouse.ingest.wal_inserter`).
 The buffer (waiting plus in flight) has a byte bound: past it, a write is refused
@@ -57,7 +58,7 @@ class Body:
 
     data: bytes
     group: Hashable
-    """Bodies of one group are written by one ``insert_bodies(group, [data, ...])`` call."""
+    """Bodies of one group are decoded alike: ``insert_bodies({group: [data, ...], ...})``."""
     decode: Callable[[], tuple[Mapping[str, pa.Table], Any]]
     """Decodes this body alone: its tables, and what ``submit_body`` then returns.
     Raises :class:`~warehouse.errors.IngestError` for a body that is refused."""
@@ -114,6 +115,10 @@ _holding: ContextVar[_Held | None] = ContextVar("llmwh_holding", default=None)
 committer then charges to its tenant."""
 
 
+InsertBodies = Callable[[Mapping[Hashable, list[bytes]]], Mapping[Hashable, Collection[int]]]
+"""Writes a flush's bodies by group; returns per group the indices of those left out."""
+
+
 @dataclass(frozen=True)
 class FlushStats:
     """What one flush wrote, for the receiver's own metrics."""
@@ -136,8 +141,9 @@ class GroupCommitter:
     senders, each with one write in flight, would each wait the whole linger). Without
     :meth:`hold` it cannot tell, and waits the linger. ``max_flush_bytes`` caps one
     flush and ``concurrency`` is how many flushes may run at once. ``on_flush`` is
-    called after every flush; ``insert_bodies`` writes the data of a group of
-    :class:`Body` and returns the indices of those it left to ``Body.decode``.
+    called after every flush; ``insert_bodies`` writes the data of a flush's
+    :class:`Body` writes, by group, and returns, per group, the indices of those it left
+    to ``Body.decode``.
     """
 
     def __init__(
@@ -149,7 +155,7 @@ class GroupCommitter:
         max_flush_bytes: int = 64 << 20,
         linger: float = 0.02,
         on_flush: Callable[[FlushStats], None] | None = None,
-        insert_bodies: Callable[[Hashable, list[bytes]], Collection[int]] | None = None,
+        insert_bodies: InsertBodies | None = None,
         concurrency: int = 2,
         write_ahead: Callable[[list[Entry]], None] | None = None,
     ):
@@ -367,21 +373,23 @@ class GroupCommitter:
                 )
 
     async def _flush_bodies(self, batch: list[_Pending], errors: dict[int, BaseException]) -> None:
-        """Insert bodies by group; those left out, or of a refused group, become tables."""
+        """Insert the bodies, every group in one call; those left out become tables."""
+        if not batch:
+            return
         groups: dict[Hashable, list[_Pending]] = {}
         for pending in batch:
             groups.setdefault(pending.body.group, []).append(pending)
+        try:
+            left = await asyncio.to_thread(
+                self.insert_bodies, {g: [p.body.data for p in ms] for g, ms in groups.items()}
+            )
+        except (StoreUnavailable, BufferFull) as exc:  # nothing to do with the data
+            errors.update((id(p), exc) for p in batch)
+            return
+        except Exception:  # something in the data: each body on its own
+            left = {group: range(len(members)) for group, members in groups.items()}
         for group, members in groups.items():
-            try:
-                left = await asyncio.to_thread(
-                    self.insert_bodies, group, [p.body.data for p in members]
-                )
-            except (StoreUnavailable, BufferFull) as exc:  # nothing to do with the data
-                errors.update((id(p), exc) for p in members)
-                continue
-            except Exception:  # something in the data: each body on its own
-                left = range(len(members))
-            for pending in (members[i] for i in left):
+            for pending in (members[i] for i in left.get(group, ())):
                 try:
                     pending.tables, pending.result = await asyncio.to_thread(pending.body.decode)
                 except Exception as exc:

@@ -146,19 +146,27 @@ def test_closing_flushes_what_is_waiting(store):
 
 
 class BodySink:
-    """Stands in for a flush-wide decoder: records each group insert, leaves out the
-    bodies it is told to, or refuses the whole call."""
+    """Stands in for a flush-wide decoder: records each call's bodies by group, leaves
+    out the bodies it is told to, or refuses the whole call."""
 
     def __init__(self, refuse_with: Exception | None = None, leave_out: bytes = b"-"):
-        self.inserts: list[tuple[str, list[bytes]]] = []
+        self.inserts: list[dict[str, list[bytes]]] = []
         self.refuse_with = refuse_with
         self.leave_out = leave_out
 
-    def __call__(self, group, bodies):
+    def __call__(self, groups):
         if self.refuse_with is not None:
             raise self.refuse_with
-        self.inserts.append((group, [b for b in bodies if not b.startswith(self.leave_out)]))
-        return [i for i, b in enumerate(bodies) if b.startswith(self.leave_out)]
+        self.inserts.append(
+            {
+                g: [b for b in bodies if not b.startswith(self.leave_out)]
+                for g, bodies in groups.items()
+            }
+        )
+        return {
+            g: [i for i, b in enumerate(bodies) if b.startswith(self.leave_out)]
+            for g, bodies in groups.items()
+        }
 
 
 def decodes_to(name: str, *, refused: bool = False):
@@ -170,7 +178,7 @@ def decodes_to(name: str, *, refused: bool = False):
     return decode
 
 
-def test_bodies_of_a_group_share_one_insert_per_flush(store):
+def test_every_group_of_a_flush_shares_one_insert(store):
     sink = BodySink()
     committer = GroupCommitter(store, linger=0.05, insert_bodies=sink)
     bodies = [
@@ -179,10 +187,7 @@ def test_bodies_of_a_group_share_one_insert_per_flush(store):
     ]
     results = asyncio.run(run(committer, *(committer.submit_body(b) for b in bodies)))
     assert results == [None] * 5  # decoded by the store: nothing to report
-    assert sorted(sink.inserts) == [
-        ("tenant-a", [b"b0", b"b1", b"b2"]),
-        ("tenant-b", [b"b3", b"b4"]),
-    ]
+    assert sink.inserts == [{"tenant-a": [b"b0", b"b1", b"b2"], "tenant-b": [b"b3", b"b4"]}]
     assert count(store) == 0  # nothing went the Arrow way
 
 
@@ -213,7 +218,7 @@ def test_bodies_left_out_of_a_group_insert_are_decoded_alone(store):
     assert results[0] is None and results[3] is None
     assert results[1] == "decoded slow"
     assert isinstance(results[2], IngestError)
-    assert sink.inserts == [("", [b"fast-1", b"fast-2"])]
+    assert sink.inserts == [{"": [b"fast-1", b"fast-2"]}]
     assert count(store) == 1  # only the left-out body that decoded went the Arrow way
 
 
