@@ -176,6 +176,11 @@ class Receiver:
             # one at a time makes each larger (measured: 1.5x the writes with 4 senders).
             concurrency=1 if self.wal is not None else self.config.flush_concurrency,
             write_ahead=self.wal.write if self.wal is not None else None,
+            # In multi-tenant mode no tenant's backlog may fill the log for the others.
+            backlog=self.wal.tenant_backlog if self.wal is not None else None,
+            max_tenant_backlog=(
+                self.config.wal_max_bytes // 4 if self.wal and self.config.tenant_header else 0
+            ),
         )
         # Inserts of one flush's tables run side by side (ClickHouse takes each on a core).
         self._inserts = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmwh-insert")
@@ -588,20 +593,21 @@ class Receiver:
                 except TooManyNewSeries:
                     left[tenant] = list(range(len(bodies)))  # each alone: those within pass
                     continue
-            writes.append((tenant, decoded, pivot))
+            writes.append((tenant, decoded, pivot, parts_table(pivot)))
         if not writes:
             return left
         series, samples, parts = (
             pa.concat_tables(tables)
             for tables in zip(
-                *((d.series, d.samples, parts_table(p)) for _, d, p in writes), strict=True
+                *((d.series, d.samples, parts) for _, d, _, parts in writes), strict=True
             )
         )
         # Series first: no sample lands before its series.
         series = self._written_series.to_write(series)
         if self.wal is not None:
             self.wal.write(
-                [Entry("series", series), Entry("samples", samples), Entry("request_parts", parts)]
+                [Entry("series", series), Entry("samples", samples), Entry("request_parts", parts)],
+                {t: d.series.nbytes + d.samples.nbytes + p.nbytes for t, d, _, p in writes},
             )
             self._written_series.remember(series)
         else:
@@ -609,7 +615,7 @@ class Receiver:
                 self.store.insert_arrow("series", series)
                 self._written_series.remember(series)
             self._insert_together({"samples": samples, "request_parts": parts})
-        for tenant, decoded, pivot in writes:
+        for tenant, decoded, pivot, _ in writes:
             self._count_written(decoded)
             self._count_parts(pivot, written_at, tenant)
         return left

@@ -72,6 +72,7 @@ class _Pending:
     dedup_token: str | None = None
     body: Body | None = None
     result: Any = None
+    tenant: str = ""
 
 
 class _Held:
@@ -157,11 +158,18 @@ class GroupCommitter:
         on_flush: Callable[[FlushStats], None] | None = None,
         insert_bodies: InsertBodies | None = None,
         concurrency: int = 2,
-        write_ahead: Callable[[list[Entry]], None] | None = None,
+        write_ahead: Callable[[list[Entry], Mapping[str, int]], None] | None = None,
+        backlog: Callable[[str], int] | None = None,
+        max_tenant_backlog: int = 0,
     ):
         self.store = store
         self.write_ahead = write_ahead
-        """Where a flush's tables go instead of the store (the write-ahead log), if set."""
+        """Where a flush's tables go instead of the store (the write-ahead log), if set,
+        with the bytes of each tenant's writes among them."""
+        self.backlog = backlog
+        self.max_tenant_backlog = max_tenant_backlog
+        """Most bytes a tenant's acknowledged writes may wait in the write-ahead log
+        (``backlog(tenant)``) before its writes are refused (0: no bound but the log's)."""
         self.concurrency = concurrency
         self.insert_bodies = insert_bodies
         self.max_buffer_bytes = max_buffer_bytes
@@ -228,8 +236,17 @@ class GroupCommitter:
         would pass ``max_buffer_bytes``, or the tenant's writes held ``max_tenant_bytes``.
         A write alone is always held, whatever its size. ``write`` (default: any bytes
         held) counts it among the writes a flush may linger for."""
-        self._charge(nbytes, tenant, 0)
         write = bool(nbytes) if write is None else write
+        if write and self.max_tenant_backlog and self.backlog is not None:
+            waiting = self.backlog(tenant)
+            if waiting > self.max_tenant_backlog:
+                raise BufferFull(
+                    f"tenant {tenant!r} has {waiting:,} bytes of acknowledged writes not yet "
+                    f"in the store, over its {self.max_tenant_backlog:,} (a quarter of "
+                    "wal_max_bytes); retry later",
+                    retry_after=5,
+                )
+        self._charge(nbytes, tenant, 0)
         self.held_writes += write
         return _Held(self, nbytes, tenant, write)
 
@@ -278,6 +295,8 @@ class GroupCommitter:
             held.decoded += nbytes
         done = asyncio.get_running_loop().create_future()
         pending = _Pending(tables, nbytes, done, dedup_token, body)
+        if held is not None:
+            pending.tenant = held.tenant
         self.buffered_bytes += nbytes
         self._queue.append(pending)
         self._wakeup.set()
@@ -408,7 +427,10 @@ class GroupCommitter:
             if self.write_ahead is not None:
                 entries = [Entry(name, table) for name, table in merged]
                 entries += [Entry(name, table, token) for name, table, token in own]
-                await asyncio.to_thread(self.write_ahead, entries)
+                tenants: dict[str, int] = {}
+                for pending in batch:
+                    tenants[pending.tenant] = tenants.get(pending.tenant, 0) + pending.nbytes
+                await asyncio.to_thread(self.write_ahead, entries, tenants)
                 return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)
             for name, table in merged:
                 await asyncio.to_thread(self.store.insert_arrow, name, table)

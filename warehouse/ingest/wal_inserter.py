@@ -59,6 +59,10 @@ class WalInserter:
         """Called after each batch with its rows per table, the time its request parts
         count as received, the seconds it took, and the tenants of its request parts."""
         self.pending_bytes = 0
+        self.tenant_bytes: dict[str, int] = {}
+        """Of ``pending_bytes``, each tenant's, as the writes that appended them said
+        (frames taken back from before a restart are no one's)."""
+        self._frame_tenants: dict[int, dict[str, int]] = {}
         self.last_error: str | None = None
         self._pending: list[Frame] = []
         self._replayed_batch: tuple[int, int] | None = None
@@ -81,11 +85,13 @@ class WalInserter:
         self._thread = threading.Thread(target=self._run, name="llmwh-wal", daemon=True)
         self._thread.start()
 
-    def write(self, entries: list[Entry]) -> None:
+    def write(self, entries: list[Entry], tenants: Mapping[str, int] | None = None) -> None:
         """Append a write to the log; once this returns it may be acknowledged.
 
-        Raises :class:`BufferFull` while the writes not yet in the store pass
-        ``max_pending_bytes`` (the store is down or slower than the senders).
+        ``tenants`` weighs whose rows the write holds (tenant -> bytes), to share its
+        frame's bytes among them in :attr:`tenant_bytes`. Raises :class:`BufferFull`
+        while the writes not yet in the store pass ``max_pending_bytes`` (the store is
+        down or slower than the senders).
         """
         entries = [e for e in entries if e.rows.num_rows]
         if not entries:
@@ -101,8 +107,16 @@ class WalInserter:
             frame = self.wal.append(entries)
             self._pending.append(frame)
             self.pending_bytes += frame.nbytes
+            if tenants:
+                self._frame_tenants[frame.seq] = shares = _shares(frame.nbytes, tenants)
+                for tenant, nbytes in shares.items():
+                    self.tenant_bytes[tenant] = self.tenant_bytes.get(tenant, 0) + nbytes
             if self.pending_bytes >= self.max_batch_bytes:
                 self._changed.notify_all()
+
+    def tenant_backlog(self, tenant: str) -> int:
+        """Bytes of ``tenant``'s writes in the log not yet in the store."""
+        return self.tenant_bytes.get(tenant, 0)
 
     def wait_inserted(self, timeout: float) -> bool:
         """Wait until every write appended so far is in the store; False on timeout."""
@@ -167,6 +181,13 @@ class WalInserter:
             with self._changed:
                 del self._pending[: len(batch)]
                 self.pending_bytes -= sum(f.nbytes for f in batch)
+                for frame in batch:
+                    for tenant, nbytes in self._frame_tenants.pop(frame.seq, {}).items():
+                        left = self.tenant_bytes[tenant] - nbytes
+                        if left > 0:
+                            self.tenant_bytes[tenant] = left
+                        else:
+                            del self.tenant_bytes[tenant]
                 self._changed.notify_all()
 
     def _take(self) -> list[Frame]:
@@ -204,6 +225,12 @@ class WalInserter:
         self._replayed_batch = None
         if self.on_insert is not None:
             self.on_insert(rows, received, time.perf_counter() - started, frozenset(tenants))
+
+
+def _shares(nbytes: int, weights: Mapping[str, int]) -> dict[str, int]:
+    """``nbytes`` shared in proportion to ``weights`` (each share at least 1 byte)."""
+    total = sum(weights.values()) or 1
+    return {tenant: max(1, nbytes * weight // total) for tenant, weight in weights.items()}
 
 
 def _batch_inserts(batch: list[Frame], token: str) -> list[tuple[str, pa.Table, str]]:

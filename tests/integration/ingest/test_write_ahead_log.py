@@ -230,6 +230,40 @@ def test_a_log_over_its_bound_refuses_writes_with_429_until_the_store_takes_it(m
     assert rows_everywhere(migrated) == (100, 100, 100)
 
 
+def test_one_tenants_backlog_in_the_log_throttles_that_tenant_only(migrated, tmp_path):
+    """While the store is down, the log keeps what it acknowledged; a tenant whose
+    writes waiting there pass a quarter of wal_max_bytes gets 429, the others write on."""
+    store = Outage(migrated)
+    store.down = True
+    body = events(50, 1)
+    client = receiver(store, tmp_path / "wal", tenant_header="X-Scope-OrgID",
+                      wal_max_bytes=40 * len(body))  # fmt: skip
+    try:
+        taken = 0
+        while True:
+            status = client.post("/api/v1/requests", events(50, taken), content_type=NDJSON,
+                                 x_scope_orgid="acme").status  # fmt: skip
+            if status == 429:
+                break
+            assert status == 200 and taken < 100, status
+            taken += 1
+        refused = client.post("/api/v1/requests", body, content_type=NDJSON, x_scope_orgid="acme")
+        assert refused.status == 429 and "tenant 'acme' has" in refused.text
+        assert refused.headers["retry-after"] == "5"
+        other = client.post("/api/v1/requests", body, content_type=NDJSON, x_scope_orgid="bravo")
+        assert other.status == 200, other.text
+        store.down = False
+        assert client.app.wal.wait_inserted(60)
+        assert client.app.wal.tenant_bytes == {}
+        again = client.post("/api/v1/requests", events(50, 1000), content_type=NDJSON,
+                            x_scope_orgid="acme")  # fmt: skip
+        assert again.status == 200
+        assert client.app.wal.wait_inserted(60)
+    finally:
+        client.close()
+    assert rows_everywhere(migrated)[0] == 50 * (taken + 2)
+
+
 def test_with_the_log_one_tenants_sealing_lag_throttles_that_tenant_only(store, tmp_path):
     """The log inserts every tenant's parts together; each tenant's still count as its
     own, so while acme's wait to be sealed past the limit, acme's per-request writes get
