@@ -75,20 +75,19 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{'query':<20} {'by hand ms':>10} {'policy ms':>10} {'warehouse ms':>13} {'ratio':>6}")
+    _print(results, "query", ("by_hand", "policy", "warehouse"))
+    print()
+    _print(results, "compare question", ("filter", "policy"))
+
+
+def _print(results: dict[str, dict[str, float]], what: str, ways: tuple[str, ...]) -> None:
+    """The rows timed ``ways``, in ms, and the last way's time over the first's."""
+    print(f"{what:<20}" + "".join(f" {way.replace('_', ' ') + ' ms':>13}" for way in ways)
+          + f" {'ratio':>6}")  # fmt: skip
     for name, row in results.items():
-        if "by_hand" in row:
-            print(
-                f"{name:<20} {row['by_hand']:>10.1f} {row['policy']:>10.1f} "
-                f"{row['warehouse']:>13.1f} {row['warehouse'] / row['by_hand']:>6.2f}"
-            )
-    print(f"\n{'compare question':<20} {'filter ms':>10} {'policy ms':>10} {'ratio':>6}")
-    for name, row in results.items():
-        if "filter" in row:
-            print(
-                f"{name:<20} {row['filter']:>10.1f} {row['policy']:>10.1f} "
-                f"{row['policy'] / row['filter']:>6.2f}"
-            )
+        if ways[0] in row:
+            times = "".join(f" {row[way]:>13.1f}" for way in ways)
+            print(f"{name:<20}{times} {row[ways[-1]] / row[ways[0]]:>6.2f}")
 
 
 def _run(url: str, rows: int, repeat: int) -> dict[str, dict[str, float]]:
