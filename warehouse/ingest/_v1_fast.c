@@ -616,6 +616,10 @@ typedef struct {
        __name__), bytes per label name and per label value (the metric name included). */
     uint64_t max_series, max_labels, max_name_len, max_value_len;
     const Spec *spec; /* NULL: per-request metrics are series like any other */
+    /* When set, every series is this tenant's: its __tenant__ label (a sender's replaced),
+       hashed into its id, as remote_write_tables.with_tenant does. */
+    Label series_tenant;
+    int has_series_tenant;
     Scratch scratch;
     Pivot pivot;
 } Out;
@@ -752,6 +756,19 @@ static int put_key_part(Buf *key, const uint8_t *s, size_t n) {
     return buf_put(key, digits + k, sizeof digits - (size_t)k) || buf_put(key, s, n);
 }
 
+/* A label of the series being written: into its key and its label columns. */
+static int put_label(Out *o, const Label *l) {
+    if (put_key_part(&o->key, l->name, l->name_len) ||
+        put_key_part(&o->key, l->value, l->value_len) ||
+        buf_put(&o->name_data, l->name, l->name_len) ||
+        buf_i32(&o->name_offsets, (int32_t)o->name_data.len) ||
+        buf_put(&o->value_data, l->value, l->value_len) ||
+        buf_i32(&o->value_offsets, (int32_t)o->value_data.len))
+        return NO_MEMORY;
+    o->n_labels++;
+    return OK;
+}
+
 static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timestamp,
                         int64_t max_timestamp, Out *o) {
     int64_t index = o->n_series;
@@ -855,17 +872,17 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
     if (buf_put(&o->metric_data, metric->value, metric->value_len) ||
         buf_i32(&o->metric_offsets, (int32_t)o->metric_data.len))
         return NO_MEMORY;
-    for (size_t i = 0; i < count; i++) {
-        const Label *l = &labels[i];
-        if (l == metric) continue;
-        if (put_key_part(&o->key, l->name, l->name_len) ||
-            put_key_part(&o->key, l->value, l->value_len) ||
-            buf_put(&o->name_data, l->name, l->name_len) ||
-            buf_i32(&o->name_offsets, (int32_t)o->name_data.len) ||
-            buf_put(&o->value_data, l->value, l->value_len) ||
-            buf_i32(&o->value_offsets, (int32_t)o->value_data.len))
-            return NO_MEMORY;
-        o->n_labels++;
+    const Label *tenant = o->has_series_tenant ? &o->series_tenant : NULL;
+    for (size_t i = 0; i <= count; i++) {
+        const Label *l = i < count ? &labels[i] : NULL;
+        if (tenant && (!l || compare_names(l, tenant) > 0)) { /* its place among the sorted */
+            if (put_label(o, tenant)) return NO_MEMORY;
+            tenant = NULL;
+        }
+        if (!l) break;
+        if (l == metric || (o->has_series_tenant && compare_names(l, &o->series_tenant) == 0))
+            continue;
+        if (put_label(o, l)) return NO_MEMORY;
     }
     if (buf_i32(&o->label_offsets, (int32_t)o->n_labels)) return NO_MEMORY;
 
@@ -1055,12 +1072,15 @@ typedef struct {
 
 static PyObject *columns(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *sequence, *requests = Py_None;
+    PyObject *sequence, *requests = Py_None, *series_tenant = Py_None;
     long long min_timestamp, max_timestamp = INT64_MAX;
     unsigned long long limits[4] = {0, 0, 0, 0};
-    if (!PyArg_ParseTuple(args, "OL|(KKKK)OL", &sequence, &min_timestamp, &limits[0], &limits[1],
-                          &limits[2], &limits[3], &requests, &max_timestamp))
+    if (!PyArg_ParseTuple(args, "OL|(KKKK)OLO", &sequence, &min_timestamp, &limits[0],
+                          &limits[1], &limits[2], &limits[3], &requests, &max_timestamp,
+                          &series_tenant))
         return NULL;
+    Slice tenant_value = {NULL, 0};
+    if (series_tenant != Py_None && as_slice(series_tenant, &tenant_value)) return NULL;
     Spec spec;
     memset(&spec, 0, sizeof spec);
     if (requests != Py_None && parse_spec(requests, &spec)) {
@@ -1085,6 +1105,10 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     o.max_name_len = limits[2];
     o.max_value_len = limits[3];
     o.spec = requests != Py_None ? &spec : NULL;
+    if (series_tenant != Py_None) {
+        o.series_tenant = (Label){(const uint8_t *)"__tenant__", tenant_value.s, 10, tenant_value.n};
+        o.has_series_tenant = 1;
+    }
     if (!bodies || !refused) {
         PyErr_NoMemory();
         goto done;

@@ -583,10 +583,11 @@ class Receiver:
         writes = []
         for tenant, bodies in groups.items():
             spec = c_spec(self.mapping, tenant or None, self.config.request_samples_as_series)
+            # In multi-tenant mode the series are the tenant's (`__tenant__`, in C).
+            series_tenant = tenant if self.config.tenant_header else None
             decoded, pivot, left[tenant] = remote_write.decode_v1_batch(
-                bodies, earliest, self.limits.as_tuple(), spec, latest
+                bodies, earliest, self.limits.as_tuple(), spec, latest, series_tenant
             )
-            decoded = self._tenants_series(decoded, tenant)
             if self.new_series is not None:
                 try:
                     self.new_series.charge(tenant, decoded.series)

@@ -138,6 +138,7 @@ def decode_v1_batch(
     limits: tuple[int, int, int, int] = (0, 0, 0, 0),
     requests: tuple | None = None,
     max_timestamp: int = 2**63 - 1,
+    tenant: str | None = None,
 ) -> tuple[DecodedWrite, Pivot | None, list[int]]:
     """Decode many 1.0 bodies in C as one write; its request parts; the bodies left out.
 
@@ -148,13 +149,14 @@ def decode_v1_batch(
     <warehouse.ingest.limits.WriteLimits.as_tuple>`): decode it alone with
     :func:`decode_v1`. With ``requests`` (:func:`~warehouse.ingest.request_pivot.c_spec`)
     per-request samples are pivoted into a :class:`~warehouse.ingest.request_pivot.Pivot`
-    as :func:`~warehouse.ingest.request_pivot.split_requests` would. Needs the C decoder
-    (:data:`FAST_V1`).
+    as :func:`~warehouse.ingest.request_pivot.split_requests` would. With ``tenant``,
+    every series is that tenant's, as :func:`~warehouse.ingest.remote_write_tables.with_tenant`
+    makes it (in C, as each series is hashed). Needs the C decoder (:data:`FAST_V1`).
     """
     if _v1_fast is None:
         raise RuntimeError("the C decoder of remote write 1.0 is not built")
     columns, left_out, parts = _v1_fast.columns(
-        bodies, min_timestamp, limits, requests, max_timestamp
+        bodies, min_timestamp, limits, requests, max_timestamp, tenant.encode() if tenant else None
     )
     decoded = from_columns(columns)
     if parts is None:

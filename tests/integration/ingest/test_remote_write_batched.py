@@ -184,8 +184,10 @@ def batches(monkeypatch) -> list[tuple[int, list[int]]]:
     calls = []
     decode = remote_write.decode_v1_batch
 
-    def spy(bodies, min_timestamp, limits, requests, max_timestamp=2**63 - 1):
-        decoded, pivot, left_out = decode(bodies, min_timestamp, limits, requests, max_timestamp)
+    def spy(bodies, min_timestamp, limits, requests, max_timestamp=2**63 - 1, tenant=None):
+        decoded, pivot, left_out = decode(
+            bodies, min_timestamp, limits, requests, max_timestamp, tenant
+        )
         calls.append((len(bodies), left_out))
         return decoded, pivot, left_out
 

@@ -33,6 +33,7 @@ from warehouse.ingest.remote_write import (
     series_id,
     series_key,
 )
+from warehouse.ingest.remote_write_tables import with_tenant
 
 STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8DEADBEEF0001))[0]
@@ -326,6 +327,31 @@ def test_the_common_1_0_write_is_decoded_in_c_with_no_limits_by_default(monkeypa
 
     monkeypatch.setattr(remote_write, "_decode_v1_python", never)
     assert decode_v1(body).samples.num_rows == 40
+
+
+def test_the_c_decoder_makes_the_series_a_tenants_as_with_tenant_does():
+    if not remote_write.FAST_V1:
+        pytest.skip("the C decoder was not built (test_v1_fast's extension test says why)")
+    request = V1.WriteRequest()
+    # Label names on both sides of `__tenant__` (upper case and digits sort before it),
+    # and a sender's own `__tenant__`, which the tenant replaces.
+    for labels in (
+        [("A", "x"), ("__name__", "up"), ("job", "vllm")],
+        [("0", "y"), ("__name__", "up"), ("__tenant__", "spoofed"), ("pod", "p")],
+        [("__name__", "up")],
+        [("__name__", "up"), ("zone", "sh-b")],
+    ):
+        series = request.timeseries.add()
+        for name, value in labels:
+            series.labels.add(name=name, value=value)
+        series.samples.add(value=1.0, timestamp=T0)
+    body = request.SerializeToString()
+    in_c, _, left_out = remote_write.decode_v1_batch([body], -(2**63), tenant="acme")
+    plain, _, _ = remote_write.decode_v1_batch([body], -(2**63))
+    assert left_out == []
+    expected = with_tenant(plain, "acme")
+    assert in_c.series.to_pylist() == expected.series.to_pylist()
+    assert in_c.samples.to_pylist() == expected.samples.to_pylist()
 
 
 def test_v2_everything():

@@ -30,7 +30,7 @@ from payloads import v1
 from warehouse.errors import IngestError
 from warehouse.ingest.proto import V1
 from warehouse.ingest.remote_write import _decode_v1_python, decode_v1
-from warehouse.ingest.remote_write_tables import from_columns
+from warehouse.ingest.remote_write_tables import from_columns, with_tenant
 
 try:
     from warehouse.ingest import _v1_fast
@@ -250,7 +250,9 @@ class TestRefusedBodies:
 
 # --- random bodies ------------------------------------------------------------------------
 
-names = st.sampled_from(["__name__", "job", "instance", "a", "b", "zone", "ü", ""])
+names = st.sampled_from(
+    ["__name__", "job", "instance", "a", "b", "zone", "ü", "", "__tenant__", "A"]
+)
 values = st.one_of(st.sampled_from(["", "x", "api", "ü€𝄞"]), st.text(max_size=12))
 labels = st.one_of(
     st.lists(st.tuples(names, values), max_size=6),
@@ -301,3 +303,17 @@ def test_random_bodies_decode_as_python_decodes_them(raw, data):
         assert_same(decoded, expected)
     else:
         assert decoded.samples.num_rows == 0
+
+
+@needs_extension
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(bodies, min_size=1, max_size=4), st.sampled_from(["acme", "t-1", "ü"]))
+def test_a_tenants_bodies_decode_as_python_decodes_and_tags_them(raw, tenant):
+    # In multi-tenant mode the C decoder sets each series' `__tenant__` (a sender's
+    # replaced) and hashes it into the id, as with_tenant does after the Python decoder.
+    columns, refused, _ = _v1_fast.columns(raw, MIN, (0, 0, 0, 0), None, 2**63 - 1,
+                                           tenant.encode())  # fmt: skip
+    taken = [b for i, b in enumerate(raw) if i not in refused]
+    if taken:
+        expected = with_tenant(_decode_v1_python(b"".join(taken)), tenant)
+        assert_same(from_columns(columns), expected)
