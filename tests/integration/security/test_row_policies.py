@@ -26,12 +26,14 @@ from warehouse.store.tenancy import TENANT_TABLES
 from warehouse.synthetic import synthetic_requests
 
 NOW = datetime.now(UTC).replace(microsecond=0)
+START = max(NOW - timedelta(hours=2), NOW.replace(hour=0, minute=0, second=0))
+"""The requests' hour starts here: within one day, so that they are one partition, which
+OPTIMIZE merges into one part holding both tenants (an hour across midnight was two)."""
 SECRET = "bravo-secret-model"
 
 
 def _requests(tenant: str, model: str, n: int) -> pa.Table:
-    rows = synthetic_requests(n, seed=len(tenant), start=NOW - timedelta(hours=2),
-                              span=timedelta(hours=1))  # fmt: skip
+    rows = synthetic_requests(n, seed=len(tenant), start=START, span=timedelta(hours=1))
     for name, value in (("tenant", tenant), ("model", model)):
         index = rows.schema.get_field_index(name)
         rows = rows.set_column(index, rows.schema.field(name), pa.repeat(value, n))
