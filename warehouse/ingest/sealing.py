@@ -15,6 +15,7 @@ gets them, and finishes within its period.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,6 +24,10 @@ __all__ = ["POLL_SECONDS", "SealingLag", "lag_limit", "refresh_limit"]
 
 POLL_SECONDS = 0.5
 """How often a receiver reads how far sealing got, while parts it wrote wait."""
+
+_SAME_MS = 1e-6
+"""Times within this of each other are one millisecond read back two ways (a float of
+milliseconds, and a stored DateTime64(3) as Unix seconds)."""
 
 _BUCKET_S = 0.1
 """Writes within this long of the first of them are remembered as one: waiting since
@@ -75,6 +80,11 @@ class SealingLag:
 
     def wrote(self, at: float, tenant: str = "") -> None:
         """``tenant``'s parts were committed whose ``received`` is ``at`` or later."""
+        # `received` is kept to the millisecond, cut down: a part stamped in the same
+        # millisecond as `at`, after it, reads back earlier than `at`, and were it the last
+        # part written, sealing would never be seen to reach it (every later write of
+        # per-request metrics refused). So the write counts from its millisecond.
+        at = math.floor(at * 1000 + 1e-6) / 1000
         waiting = self._unsealed.setdefault(tenant, deque())
         if waiting and at - waiting[-1][0] < _BUCKET_S:
             waiting[-1][1] = max(waiting[-1][1], at)
@@ -84,7 +94,7 @@ class SealingLag:
     def sealed(self, through: float) -> None:
         """Every part received at or before ``through`` is sealed."""
         for tenant, waiting in list(self._unsealed.items()):
-            while waiting and waiting[0][1] <= through:
+            while waiting and waiting[0][1] <= through + _SAME_MS:
                 waiting.popleft()
             if not waiting:
                 del self._unsealed[tenant]

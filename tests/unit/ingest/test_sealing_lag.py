@@ -156,3 +156,13 @@ def test_one_tenants_unsealed_parts_throttle_that_tenant_only():
     assert lag.behind("bravo") and not lag.behind("globex")  # globex has nothing waiting
     lag.sealed(through=1_003.0)
     assert not lag.waiting and not lag.behind("acme")
+
+
+def test_a_part_stamped_in_the_millisecond_of_its_write_is_seen_sealed():
+    # `received` is stored to the millisecond, cut down: written at 1000.0004 s, the
+    # part reads back as received at 1000.000. Sealed through that, the write is sealed,
+    # or the last write before a quiet spell would hold every later one back for good.
+    lag = SealingLag(limit=2.5, clock=Clock())
+    lag.wrote(1_000.0004)
+    lag.sealed(through=1_000.000)
+    assert not lag.waiting
