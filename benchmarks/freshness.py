@@ -38,9 +38,9 @@ from remote_write import Receiver
 
 from warehouse.api import connect
 from warehouse.ingest.events import encode_ndjson
-from warehouse.ingest.proto import V1
 from warehouse.store.embedded import server_status
 from warehouse.synthetic import synthetic_requests
+from warehouse.wire.prometheus import V1
 
 POLL_S = 0.05
 PER_REQUEST = (

@@ -30,8 +30,8 @@ import cramjam
 import numpy as np
 from remote_write import HEADERS, Receiver, _log
 
-from warehouse.ingest.proto import V1, delimited, encode_samples
 from warehouse.store.embedded import server_status
+from warehouse.wire.prometheus import V1, delimited, encode_samples
 
 QUERY = "sum by (model) (rate(vllm:request_success_total[5m]))"
 MODELS = 10

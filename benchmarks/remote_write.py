@@ -52,9 +52,9 @@ from pathlib import Path
 
 import cramjam
 
-from warehouse.ingest.proto import V1
 from warehouse.store import open_store
 from warehouse.store.embedded import server_status, stop_server
+from warehouse.wire.prometheus import V1
 
 SAMPLES_PER_BODY = 500
 LOW_SERIES = 2_000

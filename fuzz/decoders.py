@@ -41,9 +41,9 @@ def seeds() -> dict[str, bytes]:
     """Real payloads, one per decoder: the fuzzer mutates from these."""
     import cramjam
 
-    from warehouse.ingest.proto import V2
     from warehouse.synthetic import synthetic_requests
     from warehouse.synthetic.samples import remote_write_body
+    from warehouse.wire.prometheus import V2
 
     # A fixed start: seeds stamped with the clock would differ, and so would every run.
     requests = synthetic_requests(3, seed=1, start=datetime(2026, 1, 1, tzinfo=UTC))

@@ -25,8 +25,8 @@ from warehouse.errors import (
     StoreError,
     WarehouseError,
 )
-from warehouse.ingest.server import run_receiver
 from warehouse.ingest.wal import usable_directory
+from warehouse.serve.run import run_receiver
 from warehouse.store import DEFAULT_DATABASE, discovery, embedded, local_cluster, open_store, schema
 from warehouse.store.base import Store
 

@@ -23,6 +23,7 @@ __all__ = [
     "QueryError",
     "RequestTimeout",
     "SealingBehind",
+    "SendError",
     "ServerAlreadyRunning",
     "StoreError",
     "StoreUnavailable",
@@ -156,3 +157,8 @@ class DataDirLocked(EmbeddedServerError):
 
 class ServerAlreadyRunning(EmbeddedServerError):
     """An embedded server already serves this data directory."""
+
+
+class SendError(WarehouseError):
+    """A receiver refused a write the synthetic sender made, or stayed unreachable
+    through every retry."""

@@ -28,14 +28,14 @@ from polling import poll_until, well_inside_a_minute
 
 from warehouse.api import Warehouse, connect
 from warehouse.errors import StoreError
-from warehouse.exporters import remote_read
 from warehouse.ingest.events import encode_ndjson
-from warehouse.ingest.proto import READ, V1
 from warehouse.ingest.remote_write import decode_v1
+from warehouse.query import remote_read
 from warehouse.store import open_store, schema
 from warehouse.store.local_cluster import shard_states, start_cluster, start_shard, stop_cluster
 from warehouse.synthetic import Incident, synthetic_requests
 from warehouse.synthetic.samples import remote_write_body
+from warehouse.wire.prometheus import READ, V1
 
 START = (datetime.now(UTC) - timedelta(hours=4)).replace(minute=0, second=0, microsecond=0)
 SPAN = timedelta(hours=3)

@@ -1,16 +1,18 @@
-"""The receiver: a plain ASGI app.
+"""The receiver: a plain ASGI app, the write endpoints and the checks every request takes.
 
 ==========================  =====================================================
 ``POST /api/v1/write``      Prometheus remote write 1.0 and 2.0 (by Content-Type)
 ``POST /api/v1/requests``   per-request events: NDJSON or an Arrow IPC stream
-``POST /api/v1/read``       Prometheus remote read (``SAMPLES`` responses)
 ``POST /v1/traces``         OTLP/HTTP spans; those of LLM requests become requests
 ``POST /v1/metrics``        OTLP/HTTP metric points, as Prometheus series
-``GET /``                   the live overview page (HTML); ``GET /report`` the SLA report
 ``GET /metrics``            the receiver's own metrics
 ``GET /healthz``            the process is up
 ``GET /readyz``             the store answers
 ==========================  =====================================================
+
+Reads (remote read, the overview and report pages) and the OTLP/gRPC server are
+mounted by ``llmwh serve``'s composition root (:mod:`warehouse.serve.app`), through
+:meth:`Receiver.mount` and the start and stop hooks: ingest imports no reader.
 
 Decoding is done by pure functions (``remote_write``, ``events``); this module maps
 HTTP to them and their errors to status codes, and hands rows to the group
@@ -24,12 +26,11 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
-from urllib.parse import parse_qs
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +60,6 @@ from warehouse.errors import (
     TooManyNewSeries,
     UnsupportedMediaType,
 )
-from warehouse.exporters import remote_read
 from warehouse.ingest import events, remote_write
 from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.ingest.http import (
@@ -70,9 +70,9 @@ from warehouse.ingest.http import (
     header_values,
     media_type,
     read_body,
+    require_snappy,
     respond,
 )
-from warehouse.ingest.inflate import DECOMPRESSORS, gunzip, unsnappy
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import load_mapping
 from warehouse.ingest.otlp import wire as otlp_wire
@@ -97,6 +97,7 @@ from warehouse.ingest.time_window import TimeWindow, keep_within, window_for
 from warehouse.ingest.wal import Entry, WriteAheadLog
 from warehouse.ingest.wal_inserter import WalInserter
 from warehouse.store.base import Store
+from warehouse.wire.compression import DECOMPRESSORS, gunzip, unsnappy
 
 try:  # C, like the decoder it serves (see hatch_build.py)
     from warehouse.ingest.cardinality import NewSeriesBudget
@@ -104,16 +105,13 @@ try:  # C, like the decoder it serves (see hatch_build.py)
 except ImportError:  # pragma: no cover - built without a C compiler
     WrittenSeries = NewSeriesBudget = None
 
-__all__ = ["Receiver"]
+__all__ = ["Endpoint", "Receiver", "Route"]
 
 log = logging.getLogger("llmwh.receiver")
 
-READ_PATH = "/api/v1/read"
 OTLP_TRACES_PATH = "/v1/traces"
 OTLP_METRICS_PATH = "/v1/metrics"
 OTLP_PATHS = (OTLP_TRACES_PATH, OTLP_METRICS_PATH)
-READ_CONCURRENCY = 2
-"""Reads answered at once; more wait their turn (Prometheus's default limit is 10)."""
 V1_PROTO = "prometheus.WriteRequest"
 V2_PROTO = "io.prometheus.write.v2.Request"
 NDJSON_TYPES = {
@@ -125,12 +123,28 @@ NDJSON_TYPES = {
 ARROW_STREAM_TYPES = {"application/vnd.apache.arrow.stream"}
 RETRY_AFTER_SECONDS = 1
 
+Endpoint = Callable[[Scope, Receive, Send], Awaitable[int]]
+"""An endpoint answers a request and returns the status it sent."""
+Hook = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """An endpoint at ``method path``, open to credentials with ``right`` (``write``,
+    ``read`` or ``admin``; None: open to anyone, as health checks are)."""
+
+    method: str
+    path: str
+    endpoint: Endpoint
+    right: str | None
+
 
 class Receiver:
     """The ASGI app. Its lifespan starts and drains the group committer."""
 
     def __init__(self, store: Store, config: Config | None = None):
         self.store = store
+        self.started = time.monotonic()
         self.config = config or Config()
         self.access = load_access(self.config)
         self.metrics = ReceiverMetrics()
@@ -184,30 +198,38 @@ class Receiver:
         )
         # Inserts of one flush's tables run side by side (ClickHouse takes each on a core).
         self._inserts = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmwh-insert")
-        # Reads (remote read, the pages) run on threads of their own, few: a burst of
-        # them must not take the threads that decode and commit writes.
-        self._reads = ThreadPoolExecutor(
-            max_workers=READ_CONCURRENCY, thread_name_prefix="llmwh-read"
-        )
         if self._batched_v1:
             self._written_series = WrittenSeries(
                 self.config.series_cache_size, self.config.series_refresh_seconds
             )
-        self._overview_pages = None
-        self._started = time.monotonic()
-        self._grpc = None  # the OTLP/gRPC server, with otlp_grpc_listen (start() starts it)
-        self._routes: dict[tuple[str, str], Callable] = {
-            ("POST", "/api/v1/write"): self._remote_write,
-            ("POST", "/api/v1/requests"): self._events,
-            ("POST", OTLP_TRACES_PATH): self._otlp_traces,
-            ("POST", OTLP_METRICS_PATH): self._otlp_metrics,
-            ("POST", READ_PATH): self._remote_read,
-            ("GET", "/"): self._overview,
-            ("GET", "/report"): self._report,
-            ("GET", "/metrics"): self._metrics,
-            ("GET", "/healthz"): self._healthz,
-            ("GET", "/readyz"): self._readyz,
-        }
+        self._on_start: list[Hook] = []
+        self._on_stop: list[Hook] = []
+        self._routes: dict[tuple[str, str], Route] = {}
+        for route in (
+            Route("POST", "/api/v1/write", self._remote_write, "write"),
+            Route("POST", "/api/v1/requests", self._events, "write"),
+            Route("POST", OTLP_TRACES_PATH, self._otlp_traces, "write"),
+            Route("POST", OTLP_METRICS_PATH, self._otlp_metrics, "write"),
+            Route("GET", "/metrics", self._metrics, "admin"),
+            # Health and readiness stay open for load balancers: they tell nothing else.
+            Route("GET", "/healthz", self._healthz, None),
+            Route("GET", "/readyz", self._readyz, None),
+        ):
+            self.mount(route)
+
+    def mount(self, route: Route) -> None:
+        """Serve ``route`` behind the receiver's checks (credential and its rights, the
+        tenant's share of the buffer, errors as status codes)."""
+        self._routes[route.method, route.path] = route
+
+    def on_start(self, hook: Hook) -> None:
+        """Run ``hook`` once the committer has started (a start hook that raises stops
+        the receiver again)."""
+        self._on_start.append(hook)
+
+    def on_stop(self, hook: Hook) -> None:
+        """Run ``hook`` first when stopping, while the committer still takes writes."""
+        self._on_stop.append(hook)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -238,25 +260,21 @@ class Receiver:
             )
         else:
             self._sealer = asyncio.create_task(self._seal_forever(), name="llmwh-sealer")
-        if self.config.otlp_grpc_listen:
-            from warehouse.ingest.otlp.grpc_server import OtlpGrpcServer  # grpc: when asked
-
-            self._grpc = OtlpGrpcServer(self, self.config.otlp_grpc_listen)
+        for hook in self._on_start:
             try:
-                await self._grpc.start()
-            except ConfigError:  # the address cannot be bound: undo what started
+                await hook()
+            except BaseException:  # undo what started
                 await self.stop()
                 raise
 
     async def stop(self) -> None:
         """Flush every acknowledged write, then stop."""
-        if self._grpc is not None:  # exports in flight finish first: they need the committer
-            await self._grpc.stop()
+        for hook in self._on_stop:  # e.g. gRPC exports in flight: they need the committer
+            await hook()
         await self.committer.close()
         if self.wal is not None:  # what the store cannot take now stays in the log
             await asyncio.to_thread(self.wal.close)
         self._inserts.shutdown()
-        self._reads.shutdown()
         if self._sealing_watch is not None:
             self._sealing_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -336,8 +354,8 @@ class Receiver:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
-        handler = self._routes.get((method, path))
-        if handler is None:
+        route = self._routes.get((method, path))
+        if route is None:
             allowed = sorted(m for (m, p) in self._routes if p == path)
             if allowed:
                 await respond(
@@ -348,10 +366,9 @@ class Receiver:
             return
         endpoint = path
         status = 500
-        writes = method == "POST" and path != READ_PATH
+        writes = route.right == "write"
         try:
-            # Health and readiness stay open for load balancers: they tell nothing else.
-            guarded = path.startswith(("/api/", "/v1/")) or path in ("/metrics", "/", "/report")
+            guarded = route.right is not None
             grant = self.access.grant(header(scope, "authorization")) if guarded else EVERYTHING
             if grant is None:
                 status = 401
@@ -363,21 +380,20 @@ class Receiver:
                     [("www-authenticate", challenge(self.config.auth_token))],
                 )
                 return
-            right = "admin" if path == "/metrics" else "write" if writes else "read"
-            if not grant.allows(right):
-                raise Forbidden(f"credential {grant.name!r} may not {right} here")
+            if guarded and not grant.allows(route.right):
+                raise Forbidden(f"credential {grant.name!r} may not {route.right} here")
             scope["llmwh.grant"] = grant
             # Bytes are held as they arrive, for the tenant the header names (checked by
             # the handler): an idle sender holds what it sent, not what it declared.
             with self.committer.hold(0, self._tenant_key(scope), write=writes) as held:
                 scope["llmwh.held"] = held
-                status = await handler(scope, receive, send)
+                status = await route.endpoint(scope, receive, send)
         except BufferFull as exc:
             status = exc.http_status
             await self._refuse(
                 scope, send, status, str(exc), [("retry-after", str(exc.retry_after))]
             )
-        except IngestError as exc:
+        except (IngestError, QueryError, InvalidArgument) as exc:
             status = exc.http_status
             await self._refuse(scope, send, status, str(exc))
         except StoreUnavailable as exc:
@@ -411,42 +427,13 @@ class Receiver:
         body = otlp_wire.status(message, kind, status)
         await respond(send, status, body, headers or (), content_type=kind)
 
-    async def _remote_read(self, scope: Scope, receive: Receive, send: Send) -> int:
-        kind, _ = media_type(header(scope, "content-type"))
-        if kind not in ("", remote_read.CONTENT_TYPE):
-            raise UnsupportedMediaType(
-                f"unsupported Content-Type {header(scope, 'content-type')!r}: remote read "
-                f"takes {remote_read.CONTENT_TYPE}"
-            )
-        _require_snappy(scope, "remote read")
-        tenant = self._required_tenant(scope)  # a read sees its tenant's series only
-        body = await self._body(scope, receive)
-        self.metrics.labelled(self.metrics.bytes_received, READ_PATH).inc(len(body))
-        payload = await asyncio.get_running_loop().run_in_executor(
-            self._reads,
-            remote_read.answer,
-            self.store,
-            body,
-            self.config.remote_read_max_samples,
-            self.config.remote_read_max_series,
-            tenant,
-        )
-        await respond(
-            send,
-            200,
-            payload,
-            [("content-encoding", "snappy")],
-            content_type=remote_read.CONTENT_TYPE,
-        )
-        return 200
-
     def _tenant_key(self, scope: Scope) -> str:
         """Whose share of the buffer a request's bytes count against: the tenant header's
         first value in multi-tenant mode, else everyone's."""
         name = self.config.tenant_header
         return (header(scope, name.lower()) or "") if name else ""
 
-    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+    async def body_of(self, scope: Scope, receive: Receive) -> bytes:
         """The request's body, held against the buffer as it arrives, under a timeout."""
         held = scope.get("llmwh.held")
         return await read_body(
@@ -467,9 +454,9 @@ class Receiver:
                 f"unsupported Content-Type {header(scope, 'content-type')!r}: remote write takes "
                 f"application/x-protobuf with proto={V1_PROTO} or proto={V2_PROTO}"
             )
-        _require_snappy(scope, "remote write")
-        tenant = self._required_tenant(scope)  # before the body: a refusal reads none
-        body = await self._body(scope, receive)
+        require_snappy(scope, "remote write")
+        tenant = self.tenant_of(scope)  # before the body: a refusal reads none
+        body = await self.body_of(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/write").inc(len(body))
         started = time.perf_counter()
         if proto == V1_PROTO and self._batched_v1:
@@ -695,8 +682,8 @@ class Receiver:
             raise UnsupportedMediaType(
                 f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
             )
-        tenant = self._required_tenant(scope)  # before the body: a refusal reads none
-        body = await self._body(scope, receive)
+        tenant = self.tenant_of(scope)  # before the body: a refusal reads none
+        body = await self.body_of(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, "/api/v1/requests").inc(len(body))
         started = time.perf_counter()
         window = self.window("requests")
@@ -725,14 +712,14 @@ class Receiver:
     async def _otlp_traces(self, scope: Scope, receive: Receive, send: Send) -> int:
         """OTLP/HTTP spans (docs/otlp.md): each LLM-request span becomes a request."""
         kind, raw = await self._otlp_body(scope, receive, OTLP_TRACES_PATH)
-        answer = await self.export_traces(raw, kind, self._required_tenant(scope))
+        answer = await self.export_traces(raw, kind, self.tenant_of(scope))
         await respond(send, 200, otlp_wire.encode(answer, kind), content_type=kind)
         return 200
 
     async def _otlp_metrics(self, scope: Scope, receive: Receive, send: Send) -> int:
         """OTLP/HTTP metric points (docs/otlp.md): series as Prometheus would name them."""
         kind, raw = await self._otlp_body(scope, receive, OTLP_METRICS_PATH)
-        answer = await self.export_metrics(raw, kind, self._required_tenant(scope))
+        answer = await self.export_metrics(raw, kind, self.tenant_of(scope))
         await respond(send, 200, otlp_wire.encode(answer, kind), content_type=kind)
         return 200
 
@@ -749,7 +736,7 @@ class Receiver:
             raise UnsupportedMediaType(
                 f"unsupported Content-Encoding {encoding!r}: OTLP/HTTP takes gzip or none"
             )
-        body = await self._body(scope, receive)
+        body = await self.body_of(scope, receive)
         self.metrics.labelled(self.metrics.bytes_received, path).inc(len(body))
         if encoding == "identity":
             return kind, body
@@ -852,34 +839,6 @@ class Receiver:
         )
         return 200
 
-    async def _overview(self, scope: Scope, receive: Receive, send: Send) -> int:
-        tenant = self._required_tenant(scope)
-        return await self._page(send, lambda overview: overview.page(tenant))
-
-    async def _report(self, scope: Scope, receive: Receive, send: Send) -> int:
-        tenant = self._required_tenant(scope)
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        return await self._page(send, lambda overview: overview.report(query, tenant))
-
-    def _overview_of(self):
-        from warehouse.exporters.report.live import Overview  # matplotlib: when asked
-
-        return Overview(self.store, self.config, self.metrics.registry, self._started)
-
-    async def _page(self, send: Send, draw: Callable) -> int:
-        """An HTML page of the overview, drawn off the event loop."""
-        loop = asyncio.get_running_loop()
-        try:
-            if self._overview_pages is None:
-                self._overview_pages = await loop.run_in_executor(self._reads, self._overview_of)
-            pages = self._overview_pages
-            text = await loop.run_in_executor(self._reads, draw, pages)
-        except (QueryError, InvalidArgument) as exc:
-            await respond(send, 400, f"llmwh: error: {exc}\n")
-            return 400
-        await respond(send, 200, text, content_type="text/html; charset=utf-8")
-        return 200
-
     async def _healthz(self, scope: Scope, receive: Receive, send: Send) -> int:
         await respond(send, 200, "ok\n")
         return 200
@@ -895,7 +854,7 @@ class Receiver:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _required_tenant(self, scope: Scope) -> str | None:
+    def tenant_of(self, scope: Scope) -> str | None:
         """In multi-tenant mode, the one tenant the header names, which every request
         must name (:func:`named_tenant`); None otherwise (the `tenant` setting then
         scopes reads, when set)."""
@@ -939,15 +898,6 @@ class Receiver:
             for tenant in tenants if self.config.tenant_header else ("",):
                 self._sealing.wrote(received.timestamp(), tenant)
         self.metrics.observe_wal_insert(sum(rows.values()), seconds)
-
-
-def _require_snappy(scope: Scope, what: str) -> None:
-    """Remote write and read bodies are snappy (block format), the default when unsaid."""
-    encoding = (header(scope, "content-encoding") or "snappy").strip().lower()
-    if encoding != "snappy":
-        raise UnsupportedMediaType(
-            f"unsupported Content-Encoding {encoding!r}: {what} bodies are snappy (block format)"
-        )
 
 
 def _body_token(tenant: str | None, body: bytes) -> str:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-from warehouse.errors import IngestError, PayloadTooLarge, RequestTimeout
+from warehouse.errors import IngestError, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
 
 __all__ = [
     "Receive",
@@ -16,6 +16,7 @@ __all__ = [
     "header_values",
     "media_type",
     "read_body",
+    "require_snappy",
     "respond",
 ]
 
@@ -126,3 +127,12 @@ async def respond(
         raw.append((b"content-length", str(len(payload)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": payload})
+
+
+def require_snappy(scope: Scope, what: str) -> None:
+    """Remote write and read bodies are snappy (block format), the default when unsaid."""
+    encoding = (header(scope, "content-encoding") or "snappy").strip().lower()
+    if encoding != "snappy":
+        raise UnsupportedMediaType(
+            f"unsupported Content-Encoding {encoding!r}: {what} bodies are snappy (block format)"
+        )

@@ -19,7 +19,7 @@ GIL, straight into the columns; :func:`decode_v1_batch` decodes a whole flush of
 bodies in one call. Everything else, and every error message, is Python's:
 
 The protobuf runtime (upb) parses the body through *views* of the same wire format
-(see :mod:`warehouse.ingest.proto`): one where each series' labels and samples merge
+(see :mod:`warehouse.wire.prometheus`): one where each series' labels and samples merge
 into columns, and one that only counts elements. numpy reads the runtime's
 re-encoding of the columns for every series at once. Proto3 leaves zero values off
 the wire, so a series with a zero value or timestamp has shorter columns than
@@ -40,8 +40,6 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from warehouse.errors import IngestError
-from warehouse.ingest import proto
-from warehouse.ingest.proto import Records, gather, packed_doubles, packed_varints, scan
 from warehouse.ingest.remote_write_tables import (
     EXEMPLARS_SCHEMA,
     HISTOGRAMS_SCHEMA,
@@ -58,6 +56,8 @@ from warehouse.ingest.remote_write_tables import (
     series_key,
 )
 from warehouse.ingest.request_pivot import Pivot, from_c_columns
+from warehouse.wire import prometheus as proto
+from warehouse.wire.prometheus import Records, gather, packed_doubles, packed_varints, scan
 
 try:  # the C decoder of the common 1.0 write (see hatch_build.py); optional
     from warehouse.ingest import _v1_fast

@@ -13,9 +13,8 @@ from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status
 
 from warehouse.config import parse_listen
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, SendError
 from warehouse.ingest.otlp.grpc_server import TRACES_METHOD
-from warehouse.synthetic.send import SendError
 
 __all__ = ["GrpcTraces"]
 

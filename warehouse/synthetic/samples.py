@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse.ingest.metric_mapping import DIMENSIONS
-from warehouse.ingest.proto import V1
+from warehouse.wire.prometheus import V1
 
 __all__ = ["METRICS", "remote_write_body"]
 

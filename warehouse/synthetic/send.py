@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from warehouse.errors import ConfigError, WarehouseError
+from warehouse.errors import ConfigError, SendError
 from warehouse.synthetic.samples import remote_write_body
 from warehouse.synthetic.spans import otlp_traces_body
 
-__all__ = ["ENDPOINTS", "SendError", "Sender"]
+__all__ = ["ENDPOINTS", "Sender"]
 
 GRPC = "otlp-grpc"
 ENDPOINTS = {
@@ -32,10 +32,6 @@ ENDPOINTS = {
 # otlp: the OpenTelemetry SDK's batch span processor exports 512 spans at most.
 _ROWS_PER_WRITE = {"events": 5_000, "remote-write": 200, "otlp": 512, GRPC: 512}
 _RETRIES = 8
-
-
-class SendError(WarehouseError):
-    """The receiver refused a write, or stayed unreachable through every retry."""
 
 
 @dataclass

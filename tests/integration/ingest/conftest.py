@@ -13,7 +13,7 @@ from asgi import Client
 from senders import free_port, wait_for
 
 from warehouse.config import Config
-from warehouse.ingest.app import Receiver
+from warehouse.serve import build_app
 from warehouse.store import open_store
 
 
@@ -23,7 +23,7 @@ def client_for() -> Iterator:
     clients = []
 
     def make(store, **options) -> Client:
-        client = Client(Receiver(store, Config(**options)))
+        client = Client(build_app(store, Config(**options)))
         clients.append(client)
         return client
 

@@ -34,10 +34,10 @@ from polling import poll_until
 from warehouse.api import Warehouse
 from warehouse.config import Config
 from warehouse.ingest.events import encode_ndjson
-from warehouse.ingest.proto import READ, V1, V2
 from warehouse.ingest.time_window import LAST_MS
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
+from warehouse.wire.prometheus import READ, V1, V2
 
 DAY_MS = 86_400_000
 INT64 = 2**63

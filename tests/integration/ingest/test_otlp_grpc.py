@@ -36,8 +36,8 @@ from test_otlp_traces import FailingInserts, export, vllm_span
 from warehouse.auth import new_credential
 from warehouse.cli import run as llmwh
 from warehouse.config import Config
-from warehouse.ingest.app import Receiver
 from warehouse.ingest.otlp.grpc_server import TRACES_METHOD
+from warehouse.serve import build_app
 from warehouse.store import open_store
 from warehouse.synthetic import synthetic_requests
 
@@ -339,7 +339,7 @@ class InProcess:
 
     def __init__(self, store, **options):
         self.target = f"127.0.0.1:{free_port()}"
-        self.app = Receiver(store, Config(otlp_grpc_listen=self.target, **options))
+        self.app = build_app(store, Config(otlp_grpc_listen=self.target, **options))
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()

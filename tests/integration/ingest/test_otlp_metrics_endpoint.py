@@ -21,8 +21,8 @@ from test_receiver import V1_TYPE, snappy
 
 from warehouse.config import Config
 from warehouse.ingest.app import SEALING_POLL_SECONDS
-from warehouse.ingest.proto import V1
 from warehouse.store.migrations import Migrator
+from warehouse.wire.prometheus import V1
 
 PROTOBUF = "application/x-protobuf"
 T0 = (int(time.time()) - 3600) * 10**9  # recent: older samples fall to the TTL

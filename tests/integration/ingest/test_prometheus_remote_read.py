@@ -14,7 +14,7 @@ import pytest
 from polling import poll_until
 from senders import RUN_SECONDS, get_json, sent_up_to, start_prometheus
 
-from warehouse.ingest.proto import V1
+from warehouse.wire.prometheus import V1
 
 STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 

@@ -19,8 +19,8 @@ import pytest
 from warehouse.auth import new_credential
 from warehouse.errors import StoreError
 from warehouse.ingest.events import encode_ndjson
-from warehouse.ingest.proto import V1, V2
 from warehouse.synthetic import synthetic_requests
+from warehouse.wire.prometheus import V1, V2
 
 V2_TYPE = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
 V1_TYPE = "application/x-protobuf"

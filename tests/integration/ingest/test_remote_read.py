@@ -10,7 +10,7 @@ import time
 import cramjam
 import pytest
 
-from warehouse.ingest.proto import READ, V1, V2
+from warehouse.wire.prometheus import READ, V1, V2
 
 STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 T0 = (int(time.time()) - 3600) * 1000

@@ -23,12 +23,13 @@ from warehouse.errors import StoreUnavailable
 from warehouse.ingest import remote_write
 from warehouse.ingest.app import Receiver
 from warehouse.ingest.metric_mapping import load_mapping
-from warehouse.ingest.proto import V1
 from warehouse.ingest.remote_write import _decode_v1_python
 from warehouse.ingest.remote_write_tables import with_tenant
 from warehouse.ingest.request_pivot import parts_table, split_requests
+from warehouse.serve import build_app
 from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
+from warehouse.wire.prometheus import V1
 
 pytestmark = pytest.mark.skipif(
     not remote_write.FAST_V1, reason="the C decoder was not built (no C compiler at install time)"
@@ -204,7 +205,7 @@ def test_a_shared_flush_lands_the_rows_of_the_python_decoder(
     options = {"flush_linger_ms": 300, "request_samples_as_series": keep_series}
     if tenant:
         options["tenant_header"] = "X-Scope-OrgID"
-    statuses = post_together(Receiver(batched, Config(**options)), BODIES, tenant)
+    statuses = post_together(build_app(batched, Config(**options)), BODIES, tenant)
     assert [status for status, _ in statuses] == [204] * len(BODIES)
     assert batches == [(len(BODIES), [])]  # one flush, all of it decoded in C
     land_python(reference, BODIES, tenant, keep_series)
@@ -240,7 +241,7 @@ def test_bodies_left_out_of_a_flush_get_the_python_decoders_answer(databases, ba
             )
         ]
     ).SerializeToString()
-    receiver = Receiver(store, Config(flush_linger_ms=300))
+    receiver = build_app(store, Config(flush_linger_ms=300))
     results = post_together(receiver, [*BODIES, no_name, duplicate, too_old, exemplar])
     statuses = [status for status, _ in results]
     assert statuses == [204, 204, 204, 400, 400, 400, 204]

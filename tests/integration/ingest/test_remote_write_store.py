@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from warehouse.ingest.proto import V1, V2
 from warehouse.ingest.remote_write import (
     SERIES_ID_SQL,
     DecodedWrite,
@@ -17,6 +16,7 @@ from warehouse.ingest.remote_write import (
     decode_v2,
     series_id,
 )
+from warehouse.wire.prometheus import V1, V2
 
 STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8DEADBEEF0001))[0]

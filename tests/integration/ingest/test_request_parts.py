@@ -13,8 +13,8 @@ import pytest
 
 from warehouse.config import Config
 from warehouse.ingest.metric_mapping import PARTS_SCHEMA
-from warehouse.ingest.proto import V1, V2
 from warehouse.store.migrations import Migrator, migrations_dir
+from warehouse.wire.prometheus import V1, V2
 
 SEALING = Config(seal_after_seconds=1, seal_every_seconds=1)
 NOW_MS = (int(time.time()) - 60) * 1000

@@ -18,9 +18,10 @@ from polling import poll_until
 from senders import free_port, wait_for
 
 from warehouse.demo import DemoTraffic
+from warehouse.errors import SendError
 from warehouse.store import open_store
 from warehouse.synthetic import request_batches, synthetic_requests
-from warehouse.synthetic.send import Sender, SendError
+from warehouse.synthetic.send import Sender
 
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 

@@ -13,11 +13,11 @@ from test_receiver import NOW_MS, V1_TYPE, count, samples_in, snappy, v1_body
 
 from warehouse.config import Config
 from warehouse.errors import StoreUnavailable
-from warehouse.ingest.app import Receiver
 from warehouse.ingest.events import encode_ndjson
-from warehouse.ingest.proto import V1
+from warehouse.serve import build_app
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
+from warehouse.wire.prometheus import V1
 
 NDJSON = "application/x-ndjson"
 
@@ -46,7 +46,7 @@ class Outage:
 
 
 def receiver(store, wal_dir, **options) -> Client:
-    return Client(Receiver(store, Config(wal_dir=str(wal_dir), wal_flush_ms=50, **options)))
+    return Client(build_app(store, Config(wal_dir=str(wal_dir), wal_flush_ms=50, **options)))
 
 
 def crash(client: Client) -> None:

@@ -28,10 +28,10 @@ from warehouse.api import Warehouse
 from warehouse.config import Config
 from warehouse.errors import WarehouseError
 from warehouse.exporters.sla import SLAExporter
-from warehouse.ingest.app import Receiver
-from warehouse.ingest.proto import READ, V1
 from warehouse.query.slo import load_slo
+from warehouse.serve import build_app
 from warehouse.synthetic import synthetic_requests
+from warehouse.wire.prometheus import READ, V1
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HEADER = "X-Scope-OrgID"
@@ -86,7 +86,7 @@ def shared(embedded_server):
         wh.migrate()
         for tenant, n in (("acme", 300), ("bravo", 500)):
             wh.insert_requests(_requests(tenant, n))
-        client = Client(Receiver(store, Config(tenant_header=HEADER, slos="chat-assistant")))
+        client = Client(build_app(store, Config(tenant_header=HEADER, slos="chat-assistant")))
         try:
             for tenant in ("acme", "bravo"):
                 written = client.post("/api/v1/write", _write_body(tenant),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from warehouse.ingest.proto import V1, V2
+from warehouse.wire.prometheus import V1, V2
 
 
 def v1(*series, metadata=()) -> bytes:

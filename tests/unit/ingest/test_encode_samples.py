@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from warehouse.ingest.proto import V1, delimited, encode_samples, varint
+from warehouse.wire.prometheus import V1, delimited, encode_samples, varint
 
 
 def parsed(values: np.ndarray, stamps: np.ndarray) -> list[tuple[int, int]]:

@@ -29,6 +29,7 @@ from warehouse.ingest.events import (
     read_batches,
     read_file,
 )
+from warehouse.ingest.events import ndjson as ndjson_decoder
 from warehouse.model import ERROR_CLASSES, LABEL_COLUMNS, REQUESTS_SCHEMA, STATUSES
 from warehouse.synthetic import synthetic_requests
 
@@ -79,11 +80,11 @@ def arrow_refusal(table: pa.Table) -> str:
 @contextmanager
 def small_pieces(size: int = 256) -> Iterator[None]:
     """Make decode_ndjson cut bodies into pieces of ``size`` bytes, as it does big ones."""
-    kept, events._PIECE_BYTES = events._PIECE_BYTES, size
+    kept, ndjson_decoder.PIECE_BYTES = ndjson_decoder.PIECE_BYTES, size
     try:
         yield
     finally:
-        events._PIECE_BYTES = kept
+        ndjson_decoder.PIECE_BYTES = kept
 
 
 @pytest.fixture(scope="module")

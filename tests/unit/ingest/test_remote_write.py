@@ -19,8 +19,7 @@ import pytest
 from payloads import Symbols, v1, v2
 
 from warehouse.errors import IngestError
-from warehouse.ingest import proto, remote_write
-from warehouse.ingest.proto import V1, V2
+from warehouse.ingest import remote_write
 from warehouse.ingest.remote_write import (
     EXEMPLARS_SCHEMA,
     HISTOGRAMS_SCHEMA,
@@ -34,6 +33,8 @@ from warehouse.ingest.remote_write import (
     series_key,
 )
 from warehouse.ingest.remote_write_tables import with_tenant
+from warehouse.wire import prometheus as proto
+from warehouse.wire.prometheus import V1, V2
 
 STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8DEADBEEF0001))[0]

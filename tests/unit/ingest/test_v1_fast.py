@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 from payloads import v1
 
 from warehouse.errors import IngestError
-from warehouse.ingest.proto import V1
 from warehouse.ingest.remote_write import _decode_v1_python, decode_v1
 from warehouse.ingest.remote_write_tables import from_columns, with_tenant
+from warehouse.wire.prometheus import V1
 
 try:
     from warehouse.ingest import _v1_fast

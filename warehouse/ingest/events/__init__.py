@@ -54,6 +54,3 @@ __all__ = [
     "read_batches",
     "read_file",
 ]
-
-_PIECE_BYTES = 1 << 20
-"""About how many bytes of an NDJSON body pyarrow reads as one block (see :mod:`.ndjson`)."""

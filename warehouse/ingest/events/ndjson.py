@@ -90,7 +90,7 @@ def _json_schema(ts_type: pa.DataType) -> pa.Schema:
 def _read_json(data: bytes, records: int) -> pa.Table | None:
     """The fast path: pyarrow's reader, or None when it cannot take this body.
 
-    The body is cut at line ends into pieces of about the package's ``_PIECE_BYTES``, each read
+    The body is cut at line ends into pieces of about ``PIECE_BYTES``, each read
     by pyarrow as one block, in parallel. Never several blocks in one read: pyarrow's
     reader crashes the process when a field's type differs between blocks in some ways
     (a sender could bring the receiver down); within one block it reports an error.
@@ -117,6 +117,10 @@ def _read_json(data: bytes, records: int) -> pa.Table | None:
 _POOL: ThreadPoolExecutor | None = None
 
 
+PIECE_BYTES = 1 << 20
+"""About how many bytes of an NDJSON body pyarrow reads as one block."""
+
+
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
@@ -126,10 +130,7 @@ def _pool() -> ThreadPoolExecutor:
 
 def _pieces(data: bytes) -> list[tuple[int, int]]:
     """(begin, end) of consecutive pieces of ``data`` that end at line ends."""
-    # The piece size lives on the package, read at each call: tests set it small there.
-    from warehouse.ingest import events
-
-    size = events._PIECE_BYTES
+    size = PIECE_BYTES  # read at each call: tests set it small
     spans, begin = [], 0
     while begin < len(data):
         cut = data.find(b"\n", min(begin + size, len(data)) - 1)

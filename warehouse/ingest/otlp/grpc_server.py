@@ -2,7 +2,8 @@
 
 The server runs on the receiver's own event loop (uvicorn's uvloop: grpc.aio runs on
 it as on asyncio's loop, at the same cost a call) and hands each export to the
-transport-neutral :meth:`Receiver.export_traces` / ``export_metrics``. Requests reach
+transport-neutral ``export_traces`` / ``export_metrics`` of the write path
+(:class:`Exports`). Requests reach
 them as the raw bytes grpc received (inflated when the sender used gzip), unparsed:
 those bytes are the deduplication token that makes a retried export change nothing.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 import grpc.aio
@@ -36,7 +37,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from warehouse.config import parse_listen
+from warehouse.auth import Access
+from warehouse.config import Config, parse_listen
 from warehouse.errors import (
     BufferFull,
     ConfigError,
@@ -46,13 +48,12 @@ from warehouse.errors import (
     StoreError,
     StoreUnavailable,
 )
+from warehouse.ingest.batcher import GroupCommitter
 from warehouse.ingest.otlp import wire as otlp_wire
+from warehouse.ingest.receiver_metrics import ReceiverMetrics
 from warehouse.ingest.tenant import named_tenant, require_tenant
 
-if TYPE_CHECKING:
-    from warehouse.ingest.app import Receiver
-
-__all__ = ["METRICS_METHOD", "TRACES_METHOD", "OtlpGrpcServer", "refusal"]
+__all__ = ["METRICS_METHOD", "TRACES_METHOD", "Exports", "OtlpGrpcServer", "refusal"]
 
 log = logging.getLogger("llmwh.receiver")
 
@@ -68,10 +69,22 @@ them (a cancelled one was never acknowledged: its sender retries)."""
 Export = Callable[[bytes, str, str | None], Awaitable[Message]]
 
 
+class Exports(Protocol):
+    """What the gRPC server needs of the write path: its settings, credentials, buffer
+    and metrics, and the two exports (raw bytes, their media type, the tenant)."""
+
+    config: Config
+    access: Access
+    committer: GroupCommitter
+    metrics: ReceiverMetrics
+    export_traces: Export
+    export_metrics: Export
+
+
 class OtlpGrpcServer:
     """The OTLP/gRPC services of ``receiver`` on ``listen`` (HOST:PORT)."""
 
-    def __init__(self, receiver: Receiver, listen: str):
+    def __init__(self, receiver: Exports, listen: str):
         self.receiver = receiver
         self.listen = listen
         self._server: grpc.aio.Server | None = None

@@ -38,10 +38,10 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as otlp
 
-from warehouse.ingest import proto
 from warehouse.ingest.otlp import native_histograms
 from warehouse.ingest.otlp.delta import DeltaBatch, Overlap, Summed
 from warehouse.ingest.otlp.metric_names import label_name, le_value, metric_name, prometheus_unit
+from warehouse.wire import prometheus as proto
 
 __all__ = ["MAX_BUCKETS", "MetricsWrite", "attribute_text", "metrics_to_write"]
 

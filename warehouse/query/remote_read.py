@@ -15,13 +15,13 @@ from __future__ import annotations
 import cramjam
 from google.protobuf.message import DecodeError
 
-from warehouse.errors import IngestError, QueryError
-from warehouse.ingest.inflate import unsnappy
-from warehouse.ingest.proto import READ, V1, delimited, encode_samples, varint
-from warehouse.ingest.remote_write_tables import TENANT_LABEL
+from warehouse.errors import QueryError
 from warehouse.query.series_read import Matcher, Selection, SeriesRead, read_series
 from warehouse.store.base import Store
+from warehouse.store.tenancy import SERIES_TENANT_LABEL as TENANT_LABEL
 from warehouse.store.tenancy import reader_for
+from warehouse.wire.compression import unsnappy
+from warehouse.wire.prometheus import READ, V1, delimited, encode_samples, varint
 
 __all__ = ["CONTENT_TYPE", "READ_PROTO", "answer"]
 
@@ -49,7 +49,7 @@ def answer(
     request = _decode(body)
     accepted = list(request.accepted_response_types) or [_SAMPLES]
     if _SAMPLES not in accepted:
-        raise IngestError(
+        raise QueryError(
             "this endpoint answers with the SAMPLES response type only; "
             "add SAMPLES to accepted_response_types"
         )
@@ -59,7 +59,7 @@ def answer(
         try:
             found = read_series(reader, _selection(query, tenant), max_samples, max_series)
         except QueryError as exc:
-            raise IngestError(f"query {index}: {exc}") from None
+            raise QueryError(f"query {index}: {exc}") from None
         results.append(delimited(1, _query_result(found, hidden=TENANT_LABEL if tenant else "")))
     return bytes(cramjam.snappy.compress_raw(b"".join(results)))
 
@@ -69,7 +69,7 @@ def _decode(body: bytes) -> READ.ReadRequest:
     try:
         return READ.ReadRequest.FromString(raw)
     except DecodeError as exc:
-        raise IngestError(f"the body is not a valid {READ_PROTO} protobuf message: {exc}") from None
+        raise QueryError(f"the body is not a valid {READ_PROTO} protobuf message: {exc}") from None
 
 
 def _selection(query: READ.Query, tenant: str | None) -> Selection:

@@ -1,6 +1,6 @@
 """The receiver served over HTTP in the foreground, as ``llmwh serve`` runs it.
 
-uvicorn serves the :class:`~warehouse.ingest.app.Receiver` until SIGINT or SIGTERM and
+uvicorn serves the app of :func:`~warehouse.serve.app.build_app` until SIGINT or SIGTERM and
 then drains it: every acknowledged write is committed before :func:`run_receiver`
 returns. When the receiver stands on an embedded ClickHouse that this process
 started, a watchdog stops the receiver as soon as that server goes away, rather than
@@ -34,11 +34,11 @@ def run_receiver(
     """
     import uvicorn
 
-    from warehouse.ingest.app import Receiver
+    from warehouse.serve.app import build_app
 
     server = uvicorn.Server(
         uvicorn.Config(
-            Receiver(store, config),
+            build_app(store, config),
             host=host,
             port=port,
             lifespan="on",
