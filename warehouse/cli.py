@@ -56,6 +56,7 @@ app.add_typer(token_app, name="token")
 app.add_typer(cli_query.app)
 app.add_typer(cli_query.slo_app, name="slo")
 app.add_typer(cli_query.query_app, name="query")
+app.add_typer(cli_query.exporters_app, name="exporters")
 app.add_typer(cli_generate.app)
 app.add_typer(cli_compare.app)
 

@@ -2,7 +2,8 @@
 
 Each is a thin shell over a :class:`warehouse.Warehouse` method; results go through
 :mod:`warehouse.render` as a table (with a footer saying where the answer came from),
-JSON, CSV or Parquet.
+JSON, CSV or Parquet. What feeds Prometheus and Grafana is here too: export,
+alert-rules and exporters write.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ slo_app = typer.Typer(
 
 query_app = typer.Typer(
     help="Named queries of sql/: one question each, in SQL that clickhouse-client runs too.",
+    rich_markup_mode="markdown",
+)
+exporters_app = typer.Typer(
+    help="The files the warehouse hands to Grafana and Prometheus (the repository's exporters/).",
+    no_args_is_help=True,
     rich_markup_mode="markdown",
 )
 
@@ -346,13 +352,45 @@ def alert_rules(
     output: OutputOption = None,
 ) -> None:
     """Print the Prometheus alerting rules on `llmwh export`'s figures (multi-window burn
-    rates, spent budget, failing exporter); integrations/prometheus/alerts.yml is this."""
+    rates, spent budget, failing exporter); exporters/prometheus/alerts.yml is this."""
     from warehouse.exporters.alerts import render_rules
 
     if output is None:
         typer.echo(render_rules(), nl=False)
     else:
         output.write_text(render_rules())
+
+
+@exporters_app.command("write")
+def exporters_write(
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DIR", help="Where to write them (run from the repository: its exporters/)"
+        ),
+    ] = Path("exporters"),
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Write nothing; exit 1 naming each file that differs"),
+    ] = False,
+) -> None:
+    """Write the Grafana dashboards and provisioning files and the Prometheus alerting
+    rules, as the code builds them (only files whose text changed are rewritten)."""
+    from warehouse.exporters.shipped import differences, write_files
+
+    if not check:
+        for path in write_files(folder):
+            typer.echo(f"wrote {folder / path}")
+        return
+    wrong = differences(folder)
+    for path, why in wrong.items():
+        typer.echo(f"{folder / path}: {why}", err=True)
+    if wrong:
+        typer.echo(
+            f"run `llmwh exporters write {folder}` (and remove what it does not build)", err=True
+        )
+        raise typer.Exit(1)
+    typer.echo(f"{folder}: every file is as the code builds it")
 
 
 @app.command("root-cause")

@@ -1,16 +1,15 @@
-"""The Grafana provisioning files and dashboards in integrations/grafana/.
+"""The Grafana provisioning files and dashboards in exporters/grafana/.
 
 Every panel's SQL (and every variable's) is expanded as grafana-clickhouse-datasource
 expands it (see grafana_macros.py), with its variables set to All and to a concrete
 value, and run on the embedded ClickHouse server against generated traffic; its result
 must have the shape its panel type needs. A panel rendered from a question of the query
 builder answers as the Python API answers the same question, over a range that aligns
-to no minute.
+to no minute. (That the files are what the code builds: tests/unit/test_exporter_files.py.)
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import uuid
@@ -25,6 +24,7 @@ import pytest
 import yaml
 from grafana_macros import ALL, QueryContext, Variable, interpolate
 
+from warehouse.exporters import grafana_dashboards
 from warehouse.query.ab import compare_groups
 from warehouse.query.builder import Plan, compile_question
 from warehouse.query.grafana import PanelQuestion, render
@@ -35,7 +35,7 @@ from warehouse.store.clickhouse import SERVER
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 
-GRAFANA = Path(__file__).resolve().parents[2] / "integrations" / "grafana"
+GRAFANA = Path(__file__).resolve().parents[2] / "exporters" / "grafana"
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "llmwh-clickhouse"}
 END = datetime.now(UTC).replace(second=0, microsecond=0)
 START = END - timedelta(hours=3)
@@ -43,14 +43,6 @@ CONTEXT = QueryContext(time_from=START, time_to=END, interval_seconds=60)
 
 NUMERIC = re.compile(r"^(Nullable\()?(U?Int\d+|Float\d+|Decimal.*)\)?$")
 LABEL = re.compile(r"^(Nullable\()?(LowCardinality\()?(Nullable\()?String\)*$")
-
-
-def _load_build():
-    spec = importlib.util.spec_from_file_location("llmwh_grafana_build", GRAFANA / "build.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 DASHBOARDS: dict[str, dict[str, Any]] = {
@@ -62,7 +54,7 @@ PANELS = [
     for name, d in DASHBOARDS.items()
     for p in d["panels"]
 ]
-QUESTIONS: dict[str, PanelQuestion] = _load_build().questions()
+QUESTIONS: dict[str, PanelQuestion] = grafana_dashboards.questions()
 ASKED = [
     pytest.param(name, p, QUESTIONS[p["targets"][0]["rawSql"]], id=f"{name[:-5]}:{p['title']}")
     for name, d in DASHBOARDS.items()
@@ -74,12 +66,6 @@ RAGGED = TimeRange(START + timedelta(seconds=17, milliseconds=250), END - timede
 
 
 # -- files ------------------------------------------------------------------------------
-
-
-def test_dashboard_files_are_built_from_build_py():
-    assert _load_build().render() == {
-        name: (GRAFANA / "dashboards" / name).read_text() for name in DASHBOARDS
-    }, "run: python integrations/grafana/build.py"
 
 
 def test_datasource_provisioning():

@@ -145,7 +145,7 @@ def test_the_shipped_alerting_rules_pass_promtool():
         if os.environ.get("LLMWH_REQUIRE_SYSTEM_DEPS"):
             pytest.fail("promtool is required here (CI) but not installed")
         pytest.skip("promtool is not installed: `make system-deps` (root) installs prometheus")
-    rules = ROOT / "integrations" / "prometheus" / "alerts.yml"
+    rules = ROOT / "exporters" / "prometheus" / "alerts.yml"
     result = subprocess.run(
         [promtool, "check", "rules", str(rules)], capture_output=True, text=True
     )
@@ -154,10 +154,10 @@ def test_the_shipped_alerting_rules_pass_promtool():
 
 
 def test_the_shipped_alerting_rules_are_generated_and_read_what_the_exporter_serves(wh):
-    """integrations/prometheus/alerts.yml is `llmwh alert-rules`' output: every metric
+    """exporters/prometheus/alerts.yml is `llmwh alert-rules`' output: every metric
     name and window in it comes from the code the exporter runs, none typed by hand."""
-    rules = (ROOT / "integrations" / "prometheus" / "alerts.yml").read_text()
-    assert rules == render_rules(), "regenerate it: llmwh alert-rules > integrations/..."
+    rules = (ROOT / "exporters" / "prometheus" / "alerts.yml").read_text()
+    assert rules == render_rules(), "regenerate it: llmwh exporters write"
     exporter = exporter_for(wh, windows=DEFAULT_WINDOWS)
     exporter.refresh()
     families = scrape(exporter)

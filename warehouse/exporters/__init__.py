@@ -1,1 +1,2 @@
-"""Exporters: SLA figures for Prometheus (:mod:`.sla`); Grafana files live in exporters/."""
+"""Exporters: SLA figures for Prometheus (:mod:`.sla`), and the files of the top-level
+exporters/ (Grafana dashboards and provisioning, Prometheus rules: :mod:`.shipped`)."""

@@ -9,8 +9,9 @@ every SLO (a burn rate is already relative to its period); over a 7-day period t
 rates spend 4.3 times those shares, as each alert's description says.
 
 Every metric name comes from :mod:`warehouse.exporters.metrics`; the exporter computes
-the windows named here by default. ``integrations/prometheus/alerts.yml`` is this
-module's output, and a test holds it to that (``llmwh alert-rules`` prints it).
+the windows named here by default. ``exporters/prometheus/alerts.yml`` is this
+module's output (``llmwh alert-rules`` prints it, ``llmwh exporters write`` writes it),
+and a test holds it to that.
 """
 
 from __future__ import annotations

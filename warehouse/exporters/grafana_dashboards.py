@@ -1,8 +1,8 @@
-"""Build the Grafana dashboards in ``dashboards/`` (run: ``python integrations/grafana/build.py``).
+"""The Grafana dashboards of ``exporters/grafana/dashboards/``, built from the query layer.
 
 The dashboards are data: panels and their template variables are defined here once, and
-the JSON files Grafana provisions are written from them; a test checks the files are
-current (tests/integration/test_grafana_dashboards.py).
+:func:`render` gives the text of each JSON file Grafana provisions (``llmwh exporters
+write`` puts them in place; a test checks the shipped files are current).
 
 A panel is a question in the query layer's names (:class:`PanelQuestion`: measures,
 dimensions, the variables that filter it), and the query builder's Grafana target
@@ -23,26 +23,21 @@ the grafana-clickhouse-datasource plugin (v4):
 from __future__ import annotations
 
 import json
-import sys
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
-if str(ROOT.parents[1]) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(ROOT.parents[1]))
+from sqlglot import exp
 
-from sqlglot import exp  # noqa: E402
+from warehouse.model import DIMENSIONS, ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMENSIONS
+from warehouse.query import grafana
+from warehouse.query.grafana import SQL, PanelQuestion
+from warehouse.query.sla import budget_remaining, burn_rate
+from warehouse.query.slo import DEFAULT_BURN_WINDOWS
+from warehouse.query.stats import critical_value, newcombe_bounds, wilson_bounds
+from warehouse.query.timerange import parse_duration
 
-from warehouse.model import DIMENSIONS, ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMENSIONS  # noqa: E402
-from warehouse.query import grafana  # noqa: E402
-from warehouse.query.grafana import SQL, PanelQuestion  # noqa: E402
-from warehouse.query.sla import budget_remaining, burn_rate  # noqa: E402
-from warehouse.query.slo import DEFAULT_BURN_WINDOWS  # noqa: E402
-from warehouse.query.stats import critical_value, newcombe_bounds, wilson_bounds  # noqa: E402
-from warehouse.query.timerange import parse_duration  # noqa: E402
+__all__ = ["DASHBOARDS", "DATASOURCE", "questions", "render"]
 
-DASHBOARD_DIR = ROOT / "dashboards"
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "llmwh-clickhouse"}
 SCHEMA_VERSION = 39
 TAGS = ["llmwh", "llm-sla"]
@@ -706,14 +701,3 @@ def questions() -> dict[str, PanelQuestion]:
     _QUESTIONS.clear()
     render()
     return dict(_QUESTIONS)
-
-
-def main() -> None:
-    DASHBOARD_DIR.mkdir(exist_ok=True)
-    for name, text in render().items():
-        (DASHBOARD_DIR / name).write_text(text)
-        print(DASHBOARD_DIR / name)
-
-
-if __name__ == "__main__":
-    main()
