@@ -1,0 +1,86 @@
+"""``llmwh query ...``: the named queries of ``sql/``, listed, shown and run read-only."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import polars as pl
+import typer
+
+from warehouse.cli.options import (
+    ConfigOption,
+    DataOption,
+    FormatOption,
+    OutputOption,
+    StoreOption,
+    open_warehouse,
+)
+from warehouse.cli.output import write
+from warehouse.errors import ConfigError
+from warehouse.query.named import bind, for_grafana, named_queries, read_query
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    help="Named queries of sql/: one question each, in SQL that clickhouse-client runs too.",
+    rich_markup_mode="markdown",
+)
+
+
+@app.command("list")
+def query_list(fmt: FormatOption = "table", output: OutputOption = None) -> None:
+    """List the named queries: name, parameters (with defaults) and what each answers."""
+    rows = [
+        {
+            "name": q.name,
+            "parameters": ", ".join(
+                p.name + (f"={p.default}" if p.default is not None else "") for p in q.parameters
+            ),
+            "answers": q.answers,
+        }
+        for q in named_queries()
+    ]
+    write(pl.DataFrame(rows), fmt, output)
+
+
+@app.command("show")
+def query_show(
+    name: Annotated[str, typer.Argument(help="A named query, or a .sql file")],
+    grafana: Annotated[
+        bool,
+        typer.Option(
+            "--grafana",
+            help="For a Grafana panel: the dashboard's time range and variables in place of "
+            "the parameters",
+        ),
+    ] = False,
+) -> None:
+    """Print a named query's file: its header and its SQL, as clickhouse-client runs it."""
+    query = read_query(name)
+    typer.echo(for_grafana(query) if grafana else query.text, nl=False)
+
+
+@app.command("run")
+def query_run(
+    name: Annotated[str, typer.Argument(help="A named query (llmwh query list), or a .sql file")],
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", "-p", help="NAME=VALUE for a parameter of the query; repeat"),
+    ] = None,
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    store: StoreOption = None,
+    data: DataOption = None,
+    config_file: ConfigOption = None,
+) -> None:
+    """Run a named query read-only, its parameters checked and defaults filled in."""
+    given: dict[str, str] = {}
+    for item in param or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad --param {item!r}: expected NAME=VALUE")
+        given[key.strip()] = value
+    query = read_query(name)
+    bind(query, given)  # a bad name or value is an error before any store is opened
+    with open_warehouse(store, data, config_file, read_only=True) as wh:
+        write(wh.named_query(query, **given), fmt, output)

@@ -1,0 +1,161 @@
+"""What ``llmwh`` commands share: their options as ``Annotated`` aliases, the store or
+warehouse a command uses, and the parsing of list and ``KEY=VALUE`` option values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from warehouse.api import Warehouse
+from warehouse.config import Config, load_config, setting_help
+from warehouse.errors import ConfigError
+from warehouse.render import FORMATS
+from warehouse.store import Store, discovery
+
+__all__ = [
+    "DEFAULT_MEASURES",
+    "ByOption",
+    "ConfigOption",
+    "DataOption",
+    "ExactOption",
+    "FormatOption",
+    "HttpPortOption",
+    "MeasureOption",
+    "OutputOption",
+    "SinceOption",
+    "StoreOption",
+    "TcpPortOption",
+    "ThresholdOption",
+    "UntilOption",
+    "WhereOption",
+    "comma_list",
+    "filters",
+    "open_warehouse",
+    "store_for",
+    "thresholds",
+]
+
+# -- the store ----------------------------------------------------------------------------
+
+StoreOption = Annotated[
+    str | None, typer.Option("--store", help=setting_help("store"), show_default=False)
+]
+DataOption = Annotated[
+    str | None, typer.Option("--data", help=setting_help("data_dir"), show_default=False)
+]
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="TOML settings file [default: ./llmwh.toml]")
+]
+HttpPortOption = Annotated[
+    int, typer.Option("--http-port", help="HTTP port on 127.0.0.1 (0 picks a free one)")
+]
+TcpPortOption = Annotated[
+    int, typer.Option("--tcp-port", help="Native TCP port on 127.0.0.1 (0 picks a free one)")
+]
+
+
+def store_for(config: Config, read_only: bool = False) -> Store:
+    """The store ``config`` names, else the embedded server running on its data directory
+    (:func:`warehouse.store.discovery.find_store`)."""
+    return discovery.find_store(config, read_only)
+
+
+@contextmanager
+def open_warehouse(
+    store: str | None, data: str | None, config_file: Path | None, read_only: bool = False
+) -> Iterator[Warehouse]:
+    """The warehouse over the store that ``--store``, ``--data`` and ``--config`` name."""
+    config = load_config(config_file, store=store, data_dir=data)
+    with Warehouse(store_for(config, read_only=read_only), config) as wh:
+        yield wh
+
+
+# -- questions ----------------------------------------------------------------------------
+
+DEFAULT_MEASURES = "count,error_rate,p95_ttft_ms,p95_tpot_ms,p95_e2e_ms"
+
+ByOption = Annotated[
+    list[str] | None,
+    typer.Option("--by", "-b", help="Dimensions to group by, comma-separated or repeated"),
+]
+MeasureOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--measure",
+        "-m",
+        help=f"Measures, comma-separated or repeated [default: {DEFAULT_MEASURES}]",
+    ),
+]
+WhereOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--where",
+        "-w",
+        help="Filter DIMENSION=VALUE[,VALUE...]; repeat for several dimensions",
+    ),
+]
+SinceOption = Annotated[
+    str, typer.Option("--since", help="Start: a duration back from now (15m, 7d) or ISO time")
+]
+UntilOption = Annotated[
+    str | None, typer.Option("--until", help="End (exclusive) [default: now]", show_default=False)
+]
+ThresholdOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--threshold",
+        "-t",
+        help="Per-request limit LATENCY=MS for attainment/goodput, e.g. ttft_ms=200",
+    ),
+]
+ExactOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--exact/--approx",
+        help="Exact percentiles from raw rows, or approximate ones [default: fastest source]",
+        show_default=False,
+    ),
+]
+FormatOption = Annotated[
+    str, typer.Option("--format", "-f", help=f"Output format: {'|'.join(FORMATS)}")
+]
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout")
+]
+
+
+# -- option values ------------------------------------------------------------------------
+
+
+def comma_list(values: list[str] | None) -> list[str]:
+    """Items of a repeated option whose values may also be comma-separated."""
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+def filters(where: list[str] | None) -> dict[str, list[str]]:
+    """``--where DIMENSION=VALUE[,VALUE...]`` (repeated) as dimension -> values."""
+    found: dict[str, list[str]] = {}
+    for clause in where or []:
+        key, sep, values = clause.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise ConfigError(f"bad --where {clause!r}: expected DIMENSION=VALUE[,VALUE...]")
+        found.setdefault(key.strip(), []).extend(v.strip() for v in values.split(","))
+    return found
+
+
+def thresholds(given: list[str] | None) -> dict[str, float]:
+    """``--threshold LATENCY=MILLISECONDS`` (repeated) as latency -> milliseconds."""
+    limits: dict[str, float] = {}
+    for clause in given or []:
+        key, sep, value = clause.partition("=")
+        try:
+            limits[key.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise ConfigError(f"bad --threshold {clause!r}: expected LATENCY=MILLISECONDS")
+    return limits
