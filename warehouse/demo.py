@@ -14,18 +14,21 @@ from __future__ import annotations
 import http.client
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from warehouse.auth import credentials
+from warehouse.config import Config
 from warehouse.store.base import Store
 from warehouse.synthetic import INCIDENT_KINDS, Incident, request_batches
 from warehouse.synthetic.arrivals import rate_factor
 from warehouse.synthetic.send import Sender
 
-__all__ = ["DemoTraffic"]
+__all__ = ["DemoTraffic", "demo_traffic"]
 
 
 @dataclass
@@ -126,3 +129,29 @@ class DemoTraffic:
         points = np.linspace(first, first + span.total_seconds() * 1000, 64)
         factor = float(rate_factor(points, 0.5).mean())
         return max(1, round(self.rate * factor * span.total_seconds()))
+
+
+@contextmanager
+def demo_traffic(
+    store: Store,
+    config: Config,
+    host: str,
+    port: int,
+    rate: float,
+    say: Callable[[str], None] = print,
+) -> Iterator[DemoTraffic]:
+    """Demo traffic into the receiver listening on ``host:port`` (with ``config``'s
+    credentials) while the block runs; a wildcard ``host`` is reached on loopback."""
+    loopback = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    traffic = DemoTraffic(
+        f"http://{loopback}:{port}",
+        store,
+        rate=rate,
+        headers=credentials(config.auth_token, config.basic_auth),
+        say=say,
+    )
+    traffic.start()
+    try:
+        yield traffic
+    finally:
+        traffic.stop()

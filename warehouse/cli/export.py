@@ -19,7 +19,7 @@ from warehouse.cli.options import (
     open_warehouse,
 )
 from warehouse.config import parse_listen
-from warehouse.errors import ConfigError, InvalidArgument
+from warehouse.errors import InvalidArgument
 
 __all__ = ["app", "exporters_app"]
 
@@ -61,40 +61,20 @@ def export(
     config_file: ConfigOption = None,
 ) -> None:
     """Serve SLA figures (attainment, burn rates, budget, objectives) for Prometheus."""
-    import logging
-    import threading
-
-    from prometheus_client import CollectorRegistry
-
-    from warehouse.exporters.http import serve_metrics
+    from warehouse.exporters.run import run_exporter
     from warehouse.exporters.sla import DEFAULT_WINDOWS, SLAExporter
     from warehouse.query import registry
     from warehouse.query.slo import load_slo
 
     if not math.isfinite(interval) or interval < 1:
         raise InvalidArgument(f"--interval must be at least 1 second, got {interval}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    host, port = parse_listen(listen)
+    parse_listen(listen)  # a bad address is refused before the store is opened
     with open_warehouse(store, data, config_file) as wh:
         names = comma_list(slo) or wh.configured_slos()
         slos = [load_slo(name, validate_measure=registry.measure) for name in names]
         exporter = SLAExporter(wh, slos, comma_list(by), comma_list(window) or DEFAULT_WINDOWS, top)
-        exporter.refresh()
-        metrics = CollectorRegistry()
-        metrics.register(exporter)
-        config = wh.config
-        try:
-            server = serve_metrics(metrics, host, port, config.auth_token, config.basic_auth)
-        except OSError as exc:
-            raise ConfigError(f"cannot listen on {listen}: {exc.strerror}") from None
-        typer.echo(f"exporting {', '.join(s.name for s in slos)} on http://{listen}/metrics")
-        stop = threading.Event()
-        try:
-            exporter.run(interval, stop)
-        except KeyboardInterrupt:
-            stop.set()
-        finally:
-            server.shutdown()
+        token, basic = wh.config.auth_token, wh.config.basic_auth
+        run_exporter(exporter, listen, interval, token=token, basic=basic, say=typer.echo)
 
 
 @app.command("alert-rules")

@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextlib import ExitStack
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import typer
 
 from warehouse.errors import ConfigError
-from warehouse.ingest.events import encode_ndjson
-from warehouse.model import REQUESTS_SCHEMA
 from warehouse.query.timerange import parse_duration, parse_instant
 from warehouse.synthetic import INCIDENT_KINDS, parse_incident, request_batches
+from warehouse.synthetic.files import write_requests
 from warehouse.synthetic.send import ENDPOINTS, Sender
 
 __all__ = ["app"]
 
 app = typer.Typer(rich_markup_mode="markdown")
-
-_FILE_FORMATS = {".ndjson": "ndjson", ".jsonl": "ndjson", ".json": "ndjson", ".parquet": "parquet"}
 
 
 @app.command("generate")
@@ -101,13 +97,14 @@ def generate(
     with ExitStack() as stack:
         progress = stack.enter_context(Progress(transient=True))
         task = progress.add_task("generating" if out else f"sending ({via})", total=requests)
+        advance = partial(progress.advance, task)
         if out is not None:
-            written = _write(out, batches, lambda k: progress.advance(task, k))
+            written = write_requests(out, batches, advance)
             where = str(out)
         else:
             sender = Sender(send, via=via, rate=rate, headers=_headers(header or ()))
             stack.callback(sender.close)
-            written = sender.send(batches, lambda k: progress.advance(task, k))
+            written = sender.send(batches, advance)
             where = f"{send} ({sender.via})"
     typer.echo(f"generated {written:,} requests (seed {seed}) -> {where}", err=True)
 
@@ -120,23 +117,3 @@ def _headers(given: Iterable[str]) -> dict[str, str]:
             raise ConfigError(f"--header {item!r}: expected NAME: VALUE")
         headers[name.strip()] = value.strip()
     return headers
-
-
-def _write(path: Path, batches: Iterable[pa.Table], advance: Callable[[int], None]) -> int:
-    kind = _FILE_FORMATS.get(path.suffix.lower())
-    if kind is None:
-        raise ConfigError(f"--out {path}: name it .ndjson, .jsonl or .parquet")
-    rows = 0
-    if kind == "parquet":
-        with pq.ParquetWriter(path, REQUESTS_SCHEMA, compression="zstd") as writer:
-            for table in batches:
-                writer.write_table(table)
-                rows += table.num_rows
-                advance(table.num_rows)
-        return rows
-    with path.open("wb") as sink:
-        for table in batches:
-            sink.write(encode_ndjson(table) if table.num_rows else b"")
-            rows += table.num_rows
-            advance(table.num_rows)
-    return rows

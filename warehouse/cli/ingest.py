@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
-import pyarrow as pa
 import typer
 
 from warehouse.cli.options import ConfigOption, DataOption, StoreOption, store_for
 from warehouse.config import load_config
-from warehouse.errors import IngestError, StoreError
 
 __all__ = ["app"]
 
@@ -33,34 +32,14 @@ def ingest(
     """
     from rich.progress import Progress
 
-    from warehouse.ingest.events import read_batches
+    from warehouse.ingest.events.load import check_files, insert_files
     from warehouse.ingest.limits import WriteLimits
 
     config = load_config(config_file, store=store, data_dir=data)
     target = store_for(config)
-    limits = WriteLimits.from_config(config)
-    total = 0
-    for path in files:
-        for table in read_batches(path):  # its errors name the file, line or row, and field
-            try:
-                limits.check_requests(table)
-            except IngestError as exc:
-                raise IngestError(f"{path}: {exc}") from None
-            total += table.num_rows
-    done = 0
+    total = check_files(files, WriteLimits.from_config(config))
     with Progress(transient=True) as progress:
         task = progress.add_task("inserting requests", total=total)
-        for path in files:
-            for table in read_batches(path):
-                for batch in table.to_batches(max_chunksize=batch_rows):
-                    try:
-                        target.insert_arrow("requests", pa.Table.from_batches([batch]))
-                    except StoreError as exc:
-                        raise StoreError(
-                            f"{exc} (after {done:,} of {total:,} rows were committed)",
-                            database_message=exc.database_message,
-                            code=exc.code,
-                        ) from None
-                    done += batch.num_rows
-                    progress.advance(task, batch.num_rows)
+        advance = partial(progress.advance, task)
+        insert_files(target, files, total=total, batch_rows=batch_rows, advance=advance)
     typer.echo(f"ingested {total:,} requests from {len(files)} file(s) into {target.url}")

@@ -1,0 +1,40 @@
+"""What ``llmwh serve`` refuses before it starts anything (a store, migrations, a server).
+
+The receiver would refuse the same at its start, but only after the embedded ClickHouse
+started and the schema was migrated, and less clearly: an OTLP/gRPC address that cannot
+be bound, a write-ahead log directory that cannot be used, a credentials file that does
+not load.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from warehouse.auth import load_access
+from warehouse.config import Config, parse_listen
+from warehouse.errors import ConfigError
+from warehouse.ingest.wal import usable_directory
+
+__all__ = ["check_bindable", "preflight"]
+
+
+def preflight(config: Config) -> None:
+    """Raise now what the receiver of ``config`` would refuse at its start."""
+    if config.otlp_grpc_listen:
+        check_bindable(config.otlp_grpc_listen, "--otlp-grpc-listen")
+    if config.wal_dir:
+        usable_directory(config.wal_dir)
+    load_access(config)
+
+
+def check_bindable(listen: str, option: str) -> None:
+    """:class:`ConfigError` (naming ``option``) when ``listen``, ``HOST:PORT``, cannot be
+    bound now."""
+    host, port = parse_listen(listen, option)
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"{option} {listen}: cannot listen there ({exc})") from None
