@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from functools import partial
@@ -11,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from warehouse.cli.options import key_values, nonempty
 from warehouse.errors import ConfigError
 from warehouse.query.timerange import parse_duration, parse_instant
 from warehouse.synthetic import INCIDENT_KINDS, parse_incident, request_batches
@@ -102,18 +102,9 @@ def generate(
             written = write_requests(out, batches, advance)
             where = str(out)
         else:
-            sender = Sender(send, via=via, rate=rate, headers=_headers(header or ()))
+            headers = key_values(header, "--header", "NAME: VALUE", value=nonempty, sep=":")
+            sender = Sender(send, via=via, rate=rate, headers=dict(headers))
             stack.callback(sender.close)
             written = sender.send(batches, advance)
             where = f"{send} ({sender.via})"
     typer.echo(f"generated {written:,} requests (seed {seed}) -> {where}", err=True)
-
-
-def _headers(given: Iterable[str]) -> dict[str, str]:
-    headers = {}
-    for item in given:
-        name, sep, value = item.partition(":")
-        if not sep or not name.strip() or not value.strip():
-            raise ConfigError(f"--header {item!r}: expected NAME: VALUE")
-        headers[name.strip()] = value.strip()
-    return headers

@@ -13,10 +13,10 @@ from warehouse.cli.options import (
     FormatOption,
     OutputOption,
     StoreOption,
+    key_values,
     open_warehouse,
 )
 from warehouse.cli.output import write
-from warehouse.errors import ConfigError
 from warehouse.query.named import bind, for_grafana, named_queries, read_query
 
 __all__ = ["app"]
@@ -74,12 +74,7 @@ def query_run(
     config_file: ConfigOption = None,
 ) -> None:
     """Run a named query read-only, its parameters checked and defaults filled in."""
-    given: dict[str, str] = {}
-    for item in param or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"bad --param {item!r}: expected NAME=VALUE")
-        given[key.strip()] = value
+    given = dict(key_values(param, "--param", "NAME=VALUE", value=str))
     query = read_query(name)
     bind(query, given)  # a bad name or value is an error before any store is opened
     with open_warehouse(store, data, config_file, read_only=True) as wh:

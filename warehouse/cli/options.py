@@ -3,10 +3,10 @@ warehouse a command uses, and the parsing of list and ``KEY=VALUE`` option value
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -34,10 +34,14 @@ __all__ = [
     "WhereOption",
     "comma_list",
     "filters",
+    "key_values",
+    "nonempty",
     "open_warehouse",
     "store_for",
     "thresholds",
 ]
+
+T = TypeVar("T")
 
 # -- the store ----------------------------------------------------------------------------
 
@@ -131,31 +135,53 @@ OutputOption = Annotated[
 # -- option values ------------------------------------------------------------------------
 
 
+def nonempty(text: str) -> str:
+    """``text`` stripped; ``ValueError`` when nothing is left (a :func:`key_values` value)."""
+    if not text.strip():
+        raise ValueError(text)
+    return text.strip()
+
+
 def comma_list(values: list[str] | None) -> list[str]:
     """Items of a repeated option whose values may also be comma-separated."""
     return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
 
 
+def key_values(
+    items: Iterable[str] | None,
+    option: str,
+    form: str,
+    *,
+    value: Callable[[str], T],
+    sep: str = "=",
+) -> list[tuple[str, T]]:
+    """Each ``KEY=VALUE`` (``sep`` between) of a repeated ``option``, as ``(key, value)``.
+
+    The key is stripped and may not be empty; ``value`` converts the value (``str``,
+    ``float``, :func:`nonempty`...) and raises ``ValueError`` when it cannot. Anything
+    else is a :class:`ConfigError`, ``bad OPTION 'ITEM': expected FORM``.
+    """
+    pairs = []
+    for item in items or ():
+        key, found, text = item.partition(sep)
+        try:
+            if found and key.strip():
+                pairs.append((key.strip(), value(text)))
+                continue
+        except ValueError:
+            pass
+        raise ConfigError(f"bad {option} {item!r}: expected {form}")
+    return pairs
+
+
 def filters(where: list[str] | None) -> dict[str, list[str]]:
     """``--where DIMENSION=VALUE[,VALUE...]`` (repeated) as dimension -> values."""
     found: dict[str, list[str]] = {}
-    for clause in where or []:
-        key, sep, values = clause.partition("=")
-        if not sep or not key.strip() or not values.strip():
-            raise ConfigError(f"bad --where {clause!r}: expected DIMENSION=VALUE[,VALUE...]")
-        found.setdefault(key.strip(), []).extend(v.strip() for v in values.split(","))
+    for key, values in key_values(where, "--where", "DIMENSION=VALUE[,VALUE...]", value=nonempty):
+        found.setdefault(key, []).extend(v.strip() for v in values.split(","))
     return found
 
 
 def thresholds(given: list[str] | None) -> dict[str, float]:
     """``--threshold LATENCY=MILLISECONDS`` (repeated) as latency -> milliseconds."""
-    limits: dict[str, float] = {}
-    for clause in given or []:
-        key, sep, value = clause.partition("=")
-        try:
-            limits[key.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep:
-            raise ConfigError(f"bad --threshold {clause!r}: expected LATENCY=MILLISECONDS")
-    return limits
+    return dict(key_values(given, "--threshold", "LATENCY=MILLISECONDS", value=float))
