@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
@@ -37,7 +38,15 @@ from warehouse.store.base import Store
 
 log = logging.getLogger("llmwh.receiver")
 
-__all__ = ["INSERT_ORDER", "Body", "FlushStats", "GroupCommitter", "merge_tables"]
+__all__ = [
+    "INSERT_ORDER",
+    "Body",
+    "FlushStats",
+    "GroupCommitter",
+    "dedup_token",
+    "insert_in_order",
+    "merge_tables",
+]
 
 INSERT_ORDER = (
     "series",
@@ -50,6 +59,40 @@ INSERT_ORDER = (
     "requests",
 )
 """Tables are written in this order within a flush: a series before its samples."""
+_FIRST = frozenset(("series", "metric_metadata"))
+"""What :func:`insert_in_order` commits before the rest, which may go side by side."""
+
+
+def dedup_token(tenant: str | None, body: bytes, *, collapsing: bool = False) -> str | None:
+    """The deduplication token of a write: the same body from the same tenant, the same
+    token, so that the store drops a retry (after a 5xx or a lost answer). None where
+    the write's rows go to tables that collapse a retry's repeats anyway
+    (``collapsing``: remote-write tables on ClickHouse), which then stay merged."""
+    if collapsing:
+        return None
+    return hashlib.sha256(f"{tenant or ''}\0".encode() + body).hexdigest()
+
+
+def insert_in_order(
+    store: Store,
+    ordered: Iterable[tuple[str, pa.Table]],
+    side_by_side: Callable[[list[Callable[[], None]]], None] | None = None,
+) -> None:
+    """Insert ``ordered`` (from :func:`merge_tables`): series and metadata first, one after
+    another, so that no sample lands before its series; then the rest, side by side
+    when ``side_by_side`` runs a list of calls at once (ClickHouse takes each insert on
+    a core), else one after another."""
+    rest = []
+    for name, table in ordered:
+        if name in _FIRST:
+            store.insert_arrow(name, table)
+        else:
+            rest.append(lambda name=name, table=table: store.insert_arrow(name, table))
+    if side_by_side is not None and len(rest) > 1:
+        side_by_side(rest)
+    else:
+        for insert in rest:
+            insert()
 
 
 @dataclass(frozen=True)
@@ -432,8 +475,7 @@ class GroupCommitter:
                     tenants[pending.tenant] = tenants.get(pending.tenant, 0) + pending.nbytes
                 await asyncio.to_thread(self.write_ahead, entries, tenants)
                 return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)
-            for name, table in merged:
-                await asyncio.to_thread(self.store.insert_arrow, name, table)
+            await asyncio.to_thread(insert_in_order, self.store, merged)
             for name, table, token in own:
                 await asyncio.to_thread(
                     self.store.insert_arrow, name, table, None, f"{token}:{name}"

@@ -15,12 +15,22 @@ gets them, and finishes within its period.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import math
 import time
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["POLL_SECONDS", "SealingLag", "lag_limit", "refresh_limit"]
+from warehouse.config import Config
+from warehouse.errors import SealingBehind
+from warehouse.store.base import Store
+from warehouse.store.sealing import SealingProgress, seal
+
+__all__ = ["POLL_SECONDS", "Sealer", "SealingLag", "lag_limit", "refresh_limit"]
+
+log = logging.getLogger("llmwh.receiver")
 
 POLL_SECONDS = 0.5
 """How often a receiver reads how far sealing got, while parts it wrote wait."""
@@ -148,3 +158,86 @@ class SealingLag:
             f"the sealing refresh has run {self.refresh_seconds():.1f}s "
             f"(limit {self.refresh_limit:g}s) with parts waiting"
         )
+
+
+class Sealer:
+    """Keeps a receiver's :class:`SealingLag` current while it runs: it follows the
+    store's own sealing where the store has scheduled views, and seals on the
+    ``seal_every_seconds`` period where it has none; and it refuses, with 429, a write of
+    per-request metrics of a tenant whose parts wait too long."""
+
+    RETRY_AFTER_SECONDS = 1
+
+    def __init__(self, store: Store, config: Config, request_label: str):
+        self.store = store
+        self.config = config
+        self.lag = SealingLag(
+            lag_limit(config.seal_after_seconds, config.seal_every_seconds),
+            refresh_limit=refresh_limit(config.seal_every_seconds),
+        )
+        self._request_label = request_label.encode()
+        self._task: asyncio.Task | None = None
+        self._stopping = asyncio.Event()
+
+    async def start(self) -> None:
+        if self.store.capabilities.scheduled_views:
+            self._task = asyncio.create_task(self._follow(), name="llmwh-sealing-watch")
+        else:
+            self._task = asyncio.create_task(self._seal_forever(), name="llmwh-sealer")
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        if self.store.capabilities.scheduled_views:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        else:
+            # Not cancelled: a seal running in its thread would go on using the store
+            # after stop() returned (and the store was closed). It ends at its next turn.
+            self._stopping.set()
+            await self._task
+
+    async def seal(self) -> None:
+        """Move requests whose parts are complete into `requests` (idempotent)."""
+        started = time.time()
+        await asyncio.to_thread(seal, self.store)
+        self.lag.sealed(started - self.config.seal_after_seconds)
+
+    def refuse_while_behind(self, raw: bytes, tenant: str | None) -> None:
+        """429 for a body that may carry per-request metrics while ``tenant``'s sealing
+        lags. A body without the request-id label's name anywhere in it carries none."""
+        if self.lag.behind(tenant or "") and self._request_label in raw:
+            raise SealingBehind(
+                f"{self.lag.reason(tenant or '')}: retry later",
+                retry_after=self.RETRY_AFTER_SECONDS,
+            )
+
+    async def _follow(self) -> None:
+        """Follow how far the store's sealing view got, and how long its refresh has
+        been running, while parts wait to be sealed."""
+        progress = SealingProgress(self.store)
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            if not self.lag.waiting:
+                continue
+            try:
+                through, running = await asyncio.to_thread(progress.read)
+            except Exception as exc:  # the next poll retries; meanwhile the lag grows
+                log.warning("could not read how far sealing got: %s", exc)
+                self.lag.refreshing(None)  # not known: the lag limit alone decides
+                continue
+            if through is not None:
+                self.lag.sealed(through)
+            self.lag.refreshing(running)
+
+    async def _seal_forever(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.config.seal_every_seconds)
+            if self._stopping.is_set():
+                return
+            try:
+                await self.seal()
+            except Exception:  # the next round retries; sealing is idempotent
+                log.exception("sealing request parts failed")

@@ -34,7 +34,7 @@ def build_app(store: Store, config: Config | None = None) -> Receiver:
     if receiver.config.otlp_grpc_listen:
         from warehouse.ingest.otlp.grpc_server import OtlpGrpcServer  # grpc: when asked
 
-        grpc = OtlpGrpcServer(receiver, receiver.config.otlp_grpc_listen)
+        grpc = OtlpGrpcServer(receiver.otlp, receiver.access, receiver.config.otlp_grpc_listen)
         receiver.on_start(grpc.start)
         receiver.on_stop(grpc.stop)
     return receiver

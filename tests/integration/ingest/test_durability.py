@@ -242,7 +242,7 @@ def test_what_a_door_acknowledges_is_kept_and_read_back(receiver, migrated, door
 
     def stored() -> dict[str, int]:
         if not migrated.capabilities.scheduled_views:
-            receiver.loop.run_until_complete(receiver.app.seal())
+            receiver.loop.run_until_complete(receiver.app.writes.sealer.seal())
         return {key: count(migrated, key) for key in sent}
 
     # Per-request metrics become requests when sealed: wait for every kept one.

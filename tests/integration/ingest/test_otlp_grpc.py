@@ -386,7 +386,7 @@ def test_a_failed_commit_is_unavailable_with_retry_info(in_process, migrated):
 
 def test_a_full_buffer_is_unavailable_with_retry_info(in_process):
     receiver = in_process()
-    committer = receiver.app.committer
+    committer = receiver.app.writes.committer
     committer.buffered_bytes = committer.max_buffer_bytes  # saturated
     channel, call = exporter(receiver.target)
     try:

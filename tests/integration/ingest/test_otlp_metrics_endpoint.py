@@ -20,7 +20,7 @@ from test_otlp_traces import FailingInserts
 from test_receiver import V1_TYPE, snappy
 
 from warehouse.config import Config
-from warehouse.ingest.app import SEALING_POLL_SECONDS
+from warehouse.ingest.sealing import POLL_SECONDS as SEALING_POLL_SECONDS
 from warehouse.store.migrations import Migrator
 from warehouse.wire.prometheus import V1
 
@@ -276,8 +276,8 @@ def test_per_request_parts_sent_over_otlp_never_wedge_sealing(store, client_for)
     def caught_up() -> bool:
         client.loop.run_until_complete(asyncio.sleep(SEALING_POLL_SECONDS))
         if not store.capabilities.scheduled_views:
-            client.loop.run_until_complete(client.app.seal())
-        return not client.app._sealing.waiting
+            client.loop.run_until_complete(client.app.writes.sealer.seal())
+        return not client.app.writes.sealer.lag.waiting
 
     poll_until(caught_up, "sealing to be seen past the export's parts", timeout=30)
     rows = store.query_arrow(f"SELECT request_id FROM {store.database}.requests")

@@ -48,7 +48,7 @@ def sealed_rows(store, client, expected: int, timeout: float = 20) -> list[dict]
     deadline = time.monotonic() + timeout
     while True:
         if not store.capabilities.scheduled_views:
-            client.loop.run_until_complete(client.app.seal())
+            client.loop.run_until_complete(client.app.writes.sealer.seal())
         rows = store.query_arrow(
             f"SELECT * FROM {store.database}.requests ORDER BY request_id"
         ).to_pylist()
@@ -62,7 +62,7 @@ def more_seals(store, client, n: int = 2, timeout: float = 20) -> None:
     receiver's own runs where the store has no scheduled views)."""
     if not store.capabilities.scheduled_views:
         for _ in range(n):
-            client.loop.run_until_complete(client.app.seal())
+            client.loop.run_until_complete(client.app.writes.sealer.seal())
         return
     seen: set[str] = set()
     deadline = time.monotonic() + timeout
@@ -429,14 +429,14 @@ def pause_sealing(store, client) -> None:
     if store.capabilities.scheduled_views:
         store.command(f"SYSTEM STOP VIEW {store.database}.request_parts_seal")
     else:
-        client.app.seal = _no_seal
+        client.app.writes.sealer.seal = _no_seal
 
 
 def resume_sealing(store, client) -> None:
     if store.capabilities.scheduled_views:
         store.command(f"SYSTEM START VIEW {store.database}.request_parts_seal")
     else:
-        del client.app.seal
+        del client.app.writes.sealer.seal
 
 
 async def _no_seal() -> None:

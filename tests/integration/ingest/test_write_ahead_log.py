@@ -52,8 +52,8 @@ def receiver(store, wal_dir, **options) -> Client:
 def crash(client: Client) -> None:
     """End a receiver as a crash would, as far as its log goes: what it has not inserted
     stays in the log, nothing is drained."""
-    client.loop.run_until_complete(client.app.committer.close())
-    client.app.wal.close(timeout=0)
+    client.loop.run_until_complete(client.app.writes.committer.close())
+    client.app.writes.wal.close(timeout=0)
     tasks = asyncio.all_tasks(client.loop)  # the sealing watch, which a crash ends too
     for task in tasks:
         task.cancel()
@@ -112,7 +112,7 @@ def test_writes_acknowledged_during_a_store_outage_land_once_it_ends(migrated, t
             assert response.status == 200
         assert client.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 204
         assert rows_everywhere(migrated)[0] == 0
-        poll_until(lambda: client.app.wal.last_error, "the failed insert to be reported")
+        poll_until(lambda: client.app.writes.wal.last_error, "the failed insert to be reported")
         store.down = False
         poll_until(lambda: rows_everywhere(migrated), "the requests after the outage",
                    until=lambda rows: rows == (300, 300, 300), timeout=60)  # fmt: skip
@@ -128,7 +128,7 @@ def test_an_insert_whose_answer_was_lost_is_retried_without_counting_twice(migra
     try:
         assert client.post("/api/v1/requests", events(200, 5), content_type=NDJSON).status == 200
         assert client.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 204
-        assert client.app.wal.wait_inserted(60)
+        assert client.app.writes.wal.wait_inserted(60)
     finally:
         client.close()
     assert store.inserts > 2  # the lost answers were retried
@@ -147,7 +147,7 @@ def test_request_parts_of_a_retried_batch_land_once(migrated, tmp_path):
         for i in range(2):
             body = request_parts_body(f"req-{i}")
             assert client.post("/api/v1/write", body, content_type=V1_TYPE).status == 204
-        assert client.app.wal.wait_inserted(60)
+        assert client.app.writes.wal.wait_inserted(60)
     finally:
         client.close()
     assert store.inserts > 3
@@ -170,9 +170,9 @@ def test_requests_sent_as_metrics_are_sealed_and_stop_counting_as_waiting(store,
             if store.capabilities.scheduled_views:
                 client.loop.run_until_complete(asyncio.sleep(0.6))
             else:
-                client.loop.run_until_complete(client.app.seal())
+                client.loop.run_until_complete(client.app.writes.sealer.seal())
             sealed = count(store, f"SELECT count(*) FROM {db}.requests")
-            return sealed, client.app._sealing.waiting
+            return sealed, client.app.writes.sealer.lag.waiting
 
         # Sealed, and the receiver sees sealing reach the parts it wrote: no lag left.
         poll_until(sealed_and_seen, "the requests sealed and the lag cleared",
@@ -195,7 +195,7 @@ def test_a_receiver_that_dies_leaves_its_writes_to_the_next_one(
     bodies = [events(120, seed) for seed in range(4)]
     for body in bodies:
         assert first.post("/api/v1/requests", body, content_type=NDJSON).status == 200
-    poll_until(lambda: first.app.wal.last_error, "an insert to have failed")
+    poll_until(lambda: first.app.writes.wal.last_error, "an insert to have failed")
     crash(first)
     landed = rows_everywhere(migrated)[0]  # the first batch, inserted again and again
     assert 0 < landed < 480 if inserted_before_crash else landed == 0
@@ -204,7 +204,7 @@ def test_a_receiver_that_dies_leaves_its_writes_to_the_next_one(
     try:
         poll_until(lambda: rows_everywhere(migrated), "the first receiver's writes",
                    until=lambda rows: rows == (480, 480, 480), timeout=60)  # fmt: skip
-        assert second.app.wal.wait_inserted(30)
+        assert second.app.writes.wal.wait_inserted(30)
         assert rows_everywhere(migrated) == (480, 480, 480)
     finally:
         second.close()
@@ -216,15 +216,15 @@ def test_a_log_over_its_bound_refuses_writes_with_429_until_the_store_takes_it(m
     client = receiver(store, tmp_path / "wal", wal_max_bytes=1)
     try:
         assert client.post("/api/v1/requests", events(50, 1), content_type=NDJSON).status == 200
-        poll_until(lambda: client.app.wal.last_error, "the failed insert to be reported")
+        poll_until(lambda: client.app.writes.wal.last_error, "the failed insert to be reported")
         refused = client.post("/api/v1/requests", events(50, 2), content_type=NDJSON)
         assert refused.status == 429
         assert refused.headers["retry-after"] == "5"
         assert "wal_max_bytes" in refused.text and "simulated outage" in refused.text
         store.down = False
-        assert client.app.wal.wait_inserted(60)
+        assert client.app.writes.wal.wait_inserted(60)
         assert client.post("/api/v1/requests", events(50, 2), content_type=NDJSON).status == 200
-        assert client.app.wal.wait_inserted(60)
+        assert client.app.writes.wal.wait_inserted(60)
     finally:
         client.close()
     assert rows_everywhere(migrated) == (100, 100, 100)
@@ -253,12 +253,12 @@ def test_one_tenants_backlog_in_the_log_throttles_that_tenant_only(migrated, tmp
         other = client.post("/api/v1/requests", body, content_type=NDJSON, x_scope_orgid="bravo")
         assert other.status == 200, other.text
         store.down = False
-        assert client.app.wal.wait_inserted(60)
-        assert client.app.wal.tenant_bytes == {}
+        assert client.app.writes.wal.wait_inserted(60)
+        assert client.app.writes.wal.tenant_bytes == {}
         again = client.post("/api/v1/requests", events(50, 1000), content_type=NDJSON,
                             x_scope_orgid="acme")  # fmt: skip
         assert again.status == 200
-        assert client.app.wal.wait_inserted(60)
+        assert client.app.writes.wal.wait_inserted(60)
     finally:
         client.close()
     assert rows_everywhere(migrated)[0] == 50 * (taken + 2)
@@ -274,7 +274,7 @@ def test_with_the_log_one_tenants_sealing_lag_throttles_that_tenant_only(store, 
     if store.capabilities.scheduled_views:
         store.command(f"SYSTEM STOP VIEW {store.database}.request_parts_seal")
     else:
-        client.app.seal = _no_seal
+        client.app.writes.sealer.seal = _no_seal
     try:
         sent = iter(range(10**6))
 

@@ -2,8 +2,8 @@
 
 The server runs on the receiver's own event loop (uvicorn's uvloop: grpc.aio runs on
 it as on asyncio's loop, at the same cost a call) and hands each export to the
-transport-neutral ``export_traces`` / ``export_metrics`` of the write path
-(:class:`Exports`). Requests reach
+transport-neutral exports of the write service
+(:class:`~warehouse.ingest.otlp.exports.OtlpExports`). Requests reach
 them as the raw bytes grpc received (inflated when the sender used gzip), unparsed:
 those bytes are the deduplication token that makes a retried export change nothing.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 import grpc
 import grpc.aio
@@ -38,7 +37,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from warehouse.auth import Access
-from warehouse.config import Config, parse_listen
+from warehouse.config import parse_listen
 from warehouse.errors import (
     BufferFull,
     ConfigError,
@@ -48,12 +47,10 @@ from warehouse.errors import (
     StoreError,
     StoreUnavailable,
 )
-from warehouse.ingest.batcher import GroupCommitter
 from warehouse.ingest.otlp import wire as otlp_wire
-from warehouse.ingest.receiver_metrics import ReceiverMetrics
-from warehouse.ingest.tenant import named_tenant, require_tenant
+from warehouse.ingest.otlp.exports import OtlpExports
 
-__all__ = ["METRICS_METHOD", "TRACES_METHOD", "Exports", "OtlpGrpcServer", "refusal"]
+__all__ = ["METRICS_METHOD", "TRACES_METHOD", "OtlpGrpcServer", "refusal"]
 
 log = logging.getLogger("llmwh.receiver")
 
@@ -69,30 +66,20 @@ them (a cancelled one was never acknowledged: its sender retries)."""
 Export = Callable[[bytes, str, str | None], Awaitable[Message]]
 
 
-class Exports(Protocol):
-    """What the gRPC server needs of the write path: its settings, credentials, buffer
-    and metrics, and the two exports (raw bytes, their media type, the tenant)."""
-
-    config: Config
-    access: Access
-    committer: GroupCommitter
-    metrics: ReceiverMetrics
-    export_traces: Export
-    export_metrics: Export
-
-
 class OtlpGrpcServer:
-    """The OTLP/gRPC services of ``receiver`` on ``listen`` (HOST:PORT)."""
+    """The OTLP/gRPC services of ``exports`` on ``listen`` (HOST:PORT), open to the
+    credentials of ``access`` that may write."""
 
-    def __init__(self, receiver: Exports, listen: str):
-        self.receiver = receiver
+    def __init__(self, exports: OtlpExports, access: Access, listen: str):
+        self.exports = exports
+        self.access = access
         self.listen = listen
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
         """Listen and serve; :class:`ConfigError` when the address cannot be bound."""
         host, port = parse_listen(self.listen, "--otlp-grpc-listen")
-        config = self.receiver.config
+        config = self.exports.writes.config
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", config.max_body_bytes),
@@ -103,12 +90,8 @@ class OtlpGrpcServer:
         )
         server.add_generic_rpc_handlers(
             (
-                self._service(
-                    TRACES_SERVICE, self.receiver.export_traces, ExportTraceServiceResponse
-                ),
-                self._service(
-                    METRICS_SERVICE, self.receiver.export_metrics, ExportMetricsServiceResponse
-                ),
+                self._service(TRACES_SERVICE, self.exports.traces, ExportTraceServiceResponse),
+                self._service(METRICS_SERVICE, self.exports.metrics, ExportMetricsServiceResponse),
             )
         )
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -144,29 +127,24 @@ class OtlpGrpcServer:
     async def _export(
         self, method: str, export: Export, raw: bytes, context: grpc.aio.ServicerContext
     ) -> Message:
-        receiver = self.receiver
-        config = receiver.config
+        writes = self.exports.writes
         # Counted as cancelled unless it ends otherwise (the sender went, or stop()'s
         # grace ran out): nothing was acknowledged.
         code, message, retry_after = grpc.StatusCode.CANCELLED, "", None
         try:
             pairs = list(context.invocation_metadata() or ())
             metadata = dict(pairs)
-            grant = receiver.access.grant(metadata.get("authorization"))
+            grant = self.access.grant(metadata.get("authorization"))
             if grant is None:
                 code, message = grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials"
             else:
                 if not grant.allows("write"):
                     raise Forbidden(f"credential {grant.name!r} may not write here")
-                tenant = None
-                if config.tenant_header is not None:
-                    wanted = config.tenant_header.lower()
-                    tenant = named_tenant(
-                        (value for key, value in pairs if key.lower() == wanted),
-                        config.tenant_header,
-                    )
-                    require_tenant(grant, tenant)
-                with receiver.committer.hold(len(raw), tenant or ""):
+                wanted = (writes.tenants.header or "").lower()
+                tenant = writes.tenants.of_request(
+                    (value for key, value in pairs if key.lower() == wanted), grant
+                )
+                with writes.committer.hold(len(raw), tenant or ""):
                     answer = await export(raw, otlp_wire.PROTOBUF, tenant)
                 code = grpc.StatusCode.OK
                 return answer
@@ -180,7 +158,7 @@ class OtlpGrpcServer:
             log.exception("OTLP/gRPC export on %s failed", method)
             code, message = grpc.StatusCode.INTERNAL, "internal error (see the receiver's log)"
         finally:
-            receiver.metrics.labelled(receiver.metrics.grpc_requests, method, code.name).inc()
+            writes.metrics.labelled(writes.metrics.grpc_requests, method, code.name).inc()
         await context.abort(code, message, trailing_metadata=_details(code, message, retry_after))
         raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
