@@ -17,19 +17,27 @@ __all__ = [
     "Forbidden",
     "IngestError",
     "InvalidArgument",
+    "LimitExceeded",
     "MigrationError",
+    "NotBuilt",
+    "NotRunning",
+    "Overlap",
     "PayloadTooLarge",
     "PortInUse",
     "QueryError",
     "RequestTimeout",
     "SealingBehind",
     "SendError",
+    "SeriesLimitExceeded",
     "ServerAlreadyRunning",
     "StoreError",
     "StoreUnavailable",
     "TooManyNewSeries",
     "UnsupportedMediaType",
+    "Untranslatable",
     "WarehouseError",
+    "WireError",
+    "WorkerFailed",
 ]
 
 
@@ -85,12 +93,35 @@ class QueryError(WarehouseError):
     http_status = 400
 
 
+class SeriesLimitExceeded(QueryError):
+    """A selection holds more samples or series than a read may return."""
+
+
+class Untranslatable(QueryError):
+    """SQL that the local merge cannot compute in process (the question then runs
+    wholly in the store)."""
+
+
 class IngestError(WarehouseError):
     """A write was refused: the body or its data is invalid (HTTP 400).
 
     The message names the problem (the line, row, series or field) so a sender can
     fix it; nothing of a refused write is stored.
     """
+
+    http_status = 400
+
+
+class LimitExceeded(IngestError):
+    """A write is over one of the receiver's limits (HTTP 400)."""
+
+
+class Overlap(IngestError):
+    """An OTLP delta point that starts inside what its stream has already summed."""
+
+
+class WireError(WarehouseError):
+    """Bytes that are not the protobuf message they are read as (HTTP 400)."""
 
     http_status = 400
 
@@ -139,6 +170,17 @@ class SealingBehind(BufferFull):
     """Sealing trails the per-request metrics already written (HTTP 429)."""
 
 
+class NotRunning(WarehouseError):
+    """A write reached a part of the receiver that is stopping or was never started
+    (HTTP 503: another receiver, or this one restarted, can take it)."""
+
+    http_status = 503
+
+
+class NotBuilt(WarehouseError):
+    """An optional C extension of the package is not built on this machine."""
+
+
 class EmbeddedServerError(WarehouseError):
     """The embedded ClickHouse server could not be started, found or stopped."""
 
@@ -162,3 +204,8 @@ class ServerAlreadyRunning(EmbeddedServerError):
 class SendError(WarehouseError):
     """A receiver refused a write the synthetic sender made, or stayed unreachable
     through every retry."""
+
+
+class WorkerFailed(WarehouseError):
+    """A backend's worker process of ``llmwh compare`` failed; the message carries its
+    traceback."""

@@ -12,7 +12,7 @@ import typer
 
 from warehouse.api import Warehouse
 from warehouse.config import Config, load_config, setting_help
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, InvalidArgument
 from warehouse.render import FORMATS
 from warehouse.store import Store, discovery
 
@@ -136,9 +136,10 @@ OutputOption = Annotated[
 
 
 def nonempty(text: str) -> str:
-    """``text`` stripped; ``ValueError`` when nothing is left (a :func:`key_values` value)."""
+    """``text`` stripped; :class:`~warehouse.errors.InvalidArgument` when nothing is left
+    (a :func:`key_values` value)."""
     if not text.strip():
-        raise ValueError(text)
+        raise InvalidArgument(f"an empty value: {text!r}")
     return text.strip()
 
 

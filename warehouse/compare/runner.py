@@ -17,7 +17,7 @@ from warehouse.compare.dataset import Dataset, write_dataset
 from warehouse.compare.faults import Fault
 from warehouse.compare.questions import select
 from warehouse.compare.worker import BACKENDS, DEFAULT, Job, Outcome
-from warehouse.errors import InvalidArgument, WarehouseError
+from warehouse.errors import InvalidArgument, WorkerFailed
 from warehouse.store.embedded import stop_server
 
 __all__ = ["Check", "Options", "Report", "WorkerFailed", "run_compare"]
@@ -64,10 +64,6 @@ class Report:
     @property
     def agrees(self) -> bool:
         return all(c.comparison.agrees for c in self.checks)
-
-
-class WorkerFailed(WarehouseError):
-    """A backend's worker process failed; the message carries its traceback."""
 
 
 def run_compare(options: Options, progress: Callable[[str], None] = lambda _: None) -> Report:

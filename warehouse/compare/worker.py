@@ -26,6 +26,7 @@ from warehouse.api import Warehouse
 from warehouse.compare.dataset import read_batches
 from warehouse.compare.faults import Fault, FaultyStore
 from warehouse.compare.questions import Question, select
+from warehouse.errors import InvalidArgument
 from warehouse.query.result import Result
 from warehouse.store import Store, open_store
 from warehouse.store.embedded import start_server, stop_server
@@ -139,7 +140,7 @@ def _run(job: Job, progress: Callable[[str], None]) -> Outcome:
         elif job.backend == "duckdb":
             url = f"duckdb://{workdir / 'warehouse.duckdb'}"
         else:
-            raise ValueError(f"unknown backend {job.backend!r}")
+            raise InvalidArgument(f"unknown backend {job.backend!r}")
         store: Store = open_store(url)
         faulty = None
         if job.fault is not None and job.fault.backend == job.backend:

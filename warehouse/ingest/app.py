@@ -39,10 +39,12 @@ from warehouse.errors import (
     Forbidden,
     IngestError,
     InvalidArgument,
+    NotRunning,
     QueryError,
     StoreError,
     StoreUnavailable,
     UnsupportedMediaType,
+    WireError,
 )
 from warehouse.ingest import events
 from warehouse.ingest.http import (
@@ -212,12 +214,12 @@ class Receiver:
             await self._refuse(
                 scope, send, status, str(exc), [("retry-after", str(exc.retry_after))]
             )
-        except (IngestError, QueryError, InvalidArgument) as exc:
+        except (IngestError, QueryError, InvalidArgument, WireError) as exc:
             status = exc.http_status
             await self._refuse(scope, send, status, str(exc))
-        except StoreUnavailable as exc:
+        except (StoreUnavailable, NotRunning) as exc:
             status = 503
-            log.warning("store unavailable: %s", exc)
+            log.warning("cannot take the request now: %s", exc)
             await self._refuse(
                 scope, send, status, str(exc), [("retry-after", str(RETRY_AFTER_SECONDS))]
             )

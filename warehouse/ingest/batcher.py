@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from warehouse.errors import BufferFull, StoreUnavailable
+from warehouse.errors import BufferFull, InvalidArgument, NotRunning, StoreUnavailable
 from warehouse.ingest.wal import Entry
 from warehouse.store.base import Store
 
@@ -269,7 +269,7 @@ class GroupCommitter:
         :class:`~warehouse.errors.IngestError` when it was decoded alone and refused.
         """
         if self.insert_bodies is None:
-            raise RuntimeError("this group committer takes no bodies (no insert_bodies)")
+            raise InvalidArgument("this group committer takes no bodies (no insert_bodies)")
         return await self._enqueue({}, len(body.data), None, body)
 
     def hold(self, nbytes: int, tenant: str = "", write: bool | None = None) -> _Held:
@@ -324,7 +324,7 @@ class GroupCommitter:
         body: Body | None,
     ) -> Any:
         if self._task is None or self._closing:
-            raise RuntimeError("the group committer is not running")
+            raise NotRunning("the receiver is not taking writes: its committer is not running")
         if self.buffered_bytes + nbytes > self.max_buffer_bytes and self.buffered_bytes:
             raise BufferFull(
                 f"the ingest buffer holds {self.buffered_bytes:,} of {self.max_buffer_bytes:,} "

@@ -19,13 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse.config import Config
-from warehouse.errors import IngestError
+from warehouse.errors import LimitExceeded
 
 __all__ = ["LimitExceeded", "WriteLimits"]
-
-
-class LimitExceeded(IngestError):
-    """A write is over one of the receiver's limits (HTTP 400)."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from warehouse.errors import IngestError
+from warehouse.errors import IngestError, NotBuilt
 from warehouse.ingest.remote_write_tables import (
     EXEMPLARS_SCHEMA,
     HISTOGRAMS_SCHEMA,
@@ -154,7 +154,7 @@ def decode_v1_batch(
     makes it (in C, as each series is hashed). Needs the C decoder (:data:`FAST_V1`).
     """
     if _v1_fast is None:
-        raise RuntimeError("the C decoder of remote write 1.0 is not built")
+        raise NotBuilt("the C decoder of remote write 1.0 is not built")
     columns, left_out, parts = _v1_fast.columns(
         bodies, min_timestamp, limits, requests, max_timestamp, tenant.encode() if tenant else None
     )

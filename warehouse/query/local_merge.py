@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
+from warehouse.errors import Untranslatable
 from warehouse.model import fold_histogram, histogram_quantiles
 
 __all__ = [
@@ -47,10 +48,6 @@ MAX_REQUESTS = 100_000
 """The most requests of ragged ends merged here. Up to 112k the client merge took no
 longer than ClickHouse's (104 ms against 111 at 10M requests); beyond, shipping each
 request costs more than the server's aggregate, and the question takes the SQL path."""
-
-
-class Untranslatable(ValueError):
-    """SQL that :func:`aggregate` cannot compute here."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import re2
 
-from warehouse.errors import QueryError
+from warehouse.errors import QueryError, SeriesLimitExceeded
 from warehouse.query import dialects
 from warehouse.query.builder import quote_identifier
 from warehouse.store.base import Store
@@ -73,10 +73,6 @@ class Selection:
     matchers: Sequence[Matcher]
     start_ms: int
     end_ms: int
-
-
-class SeriesLimitExceeded(QueryError):
-    """A selection holds more samples or series than a read may return."""
 
 
 @dataclass(frozen=True)

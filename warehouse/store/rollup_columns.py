@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from warehouse.errors import InvalidArgument
 from warehouse.model import (
     BUCKET_GROWTH,
     BUCKET_MIN_MS,
@@ -131,7 +132,7 @@ def rollup_column(name: str) -> RollupColumn:
             f"sumMap({name}) AS {name}",
             f"if({column} IS NULL, map(), map({_histogram_key(column)}, toUInt64(1)))",
         )
-    raise ValueError(f"no rollup column {name!r}")
+    raise InvalidArgument(f"no rollup column {name!r}")
 
 
 def _histogram_key(column: str) -> str:
@@ -278,7 +279,7 @@ def _clickhouse_type(field: pa.Field) -> str:
     if pa.types.is_boolean(field.type):
         return "Bool"
     if field.type not in _NUMBERS:
-        raise TypeError(f"no ClickHouse type for requests column {field.name} ({field.type})")
+        raise InvalidArgument(f"no ClickHouse type for requests column {field.name} ({field.type})")
     name, codec = _NUMBERS[field.type]
     return f"{f'Nullable({name})' if field.nullable else name} CODEC({codec})"
 

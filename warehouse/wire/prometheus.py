@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from warehouse.errors import WireError
+
 __all__ = [
     "READ",
     "V1",
@@ -610,7 +612,7 @@ def read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
         size[active] = k + 1
         active = active[byte >= 0x80]
     if active.size:
-        raise ValueError("varint longer than 10 bytes")
+        raise WireError("varint longer than 10 bytes")
     return value, size
 
 
@@ -657,7 +659,7 @@ def scan(records: Records) -> Fields:
         else:
             value, start, length, cur = _mixed_fields(buf, wire, cur)
         if (cur > end).any():
-            raise ValueError("field runs past the end of its message")
+            raise WireError("field runs past the end of its message")
         parts.append((owner, number, wire, value, start, length))
     if not parts:
         empty = np.zeros(0, np.int64)
@@ -694,7 +696,7 @@ def _mixed_fields(
         start[m] = cur[m] + size
         length[m] = value[m].astype(np.int64)
     if not np.isin(wire, (0, 1, 2, 5)).all():
-        raise ValueError("unexpected wire type")
+        raise WireError("unexpected wire type")
     return value, start, length, np.where(wire == 0, cur, start + length)
 
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from polling import poll_until_async
 
-from warehouse.errors import BufferFull, IngestError, StoreError, StoreUnavailable
+from warehouse.errors import BufferFull, IngestError, NotRunning, StoreError, StoreUnavailable
 from warehouse.ingest.batcher import Body, GroupCommitter
 from warehouse.store import open_store
 from warehouse.store.migrations import Migrator
@@ -286,3 +286,17 @@ def test_a_write_still_being_decoded_is_waited_for(store):
 
     asyncio.run(scenario())
     assert [f.writes for f in flushes] == [2]
+
+
+def test_a_write_to_a_committer_that_is_not_running_is_a_503_to_retry(store):
+    committer = GroupCommitter(store, linger=0.0)
+
+    async def write_after_close():
+        await committer.start()
+        await committer.close()
+        await committer.submit({"metric_metadata": metadata_rows("late")})
+
+    with pytest.raises(NotRunning, match="not taking writes") as refused:
+        asyncio.run(write_after_close())
+    assert refused.value.http_status == 503
+    assert count(store) == 0

@@ -33,6 +33,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
+from warehouse.errors import Overlap
+
 __all__ = ["DeltaBatch", "DeltaStreams", "Overlap"]
 
 Totals = dict[Hashable, float]
@@ -40,10 +42,6 @@ Reshape = Callable[[Totals, Hashable, Mapping, Hashable], tuple[Totals, Mapping,
 """(totals, their shape, a point's values, its shape) -> both in one shape, or None."""
 RECENT = 8
 """Points of a stream remembered, so a retried export of several gives each its totals."""
-
-
-class Overlap(Exception):
-    """A delta point that starts inside what its stream has already summed."""
 
 
 @dataclass

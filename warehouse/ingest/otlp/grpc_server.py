@@ -43,6 +43,7 @@ from warehouse.errors import (
     ConfigError,
     Forbidden,
     IngestError,
+    NotRunning,
     PayloadTooLarge,
     StoreError,
     StoreUnavailable,
@@ -148,9 +149,9 @@ class OtlpGrpcServer:
                     answer = await export(raw, otlp_wire.PROTOBUF, tenant)
                 code = grpc.StatusCode.OK
                 return answer
-        except (IngestError, StoreError) as exc:
+        except (IngestError, StoreError, NotRunning) as exc:
             code, message, retry_after = refusal(exc)
-            if isinstance(exc, StoreUnavailable):
+            if isinstance(exc, StoreUnavailable | NotRunning):
                 log.warning("store unavailable: %s", exc)
             elif isinstance(exc, StoreError):
                 log.error("the store could not commit the write on %s: %s", method, exc)
@@ -163,7 +164,7 @@ class OtlpGrpcServer:
         raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
 
-def refusal(exc: IngestError | StoreError) -> tuple[grpc.StatusCode, str, int | None]:
+def refusal(exc: IngestError | StoreError | NotRunning) -> tuple[grpc.StatusCode, str, int | None]:
     """The gRPC code, message and retry delay (seconds; None: not to be retried) of an
     error a write raised."""
     if isinstance(exc, BufferFull):
@@ -174,7 +175,7 @@ def refusal(exc: IngestError | StoreError) -> tuple[grpc.StatusCode, str, int | 
         return grpc.StatusCode.PERMISSION_DENIED, str(exc), None
     if isinstance(exc, IngestError):
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc), None
-    if isinstance(exc, StoreUnavailable):
+    if isinstance(exc, StoreUnavailable | NotRunning):
         return grpc.StatusCode.UNAVAILABLE, str(exc), RETRY_AFTER_SECONDS
     # A failed commit: the write may succeed later, and OTLP senders retry UNAVAILABLE.
     return (
