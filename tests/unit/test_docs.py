@@ -160,6 +160,13 @@ def test_every_relative_link_of_the_readme_and_docs_names_what_exists():
     assert not broken, "\n".join(broken)
 
 
+def test_the_docs_index_names_every_page_once():
+    index = ROOT / "docs" / "README.md"
+    named = [link for link in _LINK.findall(_prose(index.read_text())) if "/" not in link]
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p != index)
+    assert sorted(named) == pages, f"docs/README.md names {sorted(named)}, docs/ holds {pages}"
+
+
 def test_no_file_cites_a_design_note_outside_the_repository():
     note = "DESIGN" + ".md"  # spelled apart, so that this file does not cite it
     roots = ["warehouse", "migrations", "tests", "docs", "exporters", "benchmarks", "fuzz"]
