@@ -1,5 +1,7 @@
 """Putting SLO rollups on a store (one node or every shard of a cluster): apply, status,
-and finding the one that answers.
+and finding the one that answers. This module decides (which SLO needs a rollup, which
+is complete, what to report) and renders the SQL; the store runs it and reads its
+catalogue (:mod:`warehouse.store.slo_rollups`).
 
 ``apply`` follows the backfill discipline of the rollup migrations: sealing is stopped,
 the new rollup's table is filled from `requests`, its materialized view is created, and
@@ -18,25 +20,22 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
 
 from warehouse.config import Config
-from warehouse.errors import StoreError
 from warehouse.query.builder import quote_identifier
 from warehouse.query.slo import SLO
 from warehouse.query.slo_rollup import GRAIN, SloRollup, scope_terms
+from warehouse.store import slo_rollups
 from warehouse.store.base import Store
-from warehouse.store.cluster_ddl import LOCAL_SUFFIX
-from warehouse.store.cluster_migrations import ClusterMigrator
 from warehouse.store.schema import on_cluster
+from warehouse.store.slo_rollups import Listed
 
 __all__ = ["Applied", "apply", "find", "found_before", "status", "still_complete"]
-
-SEAL_VIEW = "request_parts_seal"
 
 
 @dataclass(frozen=True)
@@ -64,12 +63,11 @@ def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> li
                 )
             elif _complete(store, rollup):
                 done.append(Applied(slo.name, rollup.table, "up to date"))
-            elif _is_duckdb(store):
-                for statement in rollup.create_view(store.database):
-                    store.command(statement)
+            elif not store.capabilities.materialized_views:  # the rollup is a view
+                slo_rollups.build_view(store, rollup.create_view(store.database))
                 done.append(Applied(slo.name, rollup.table, "built", _drop_older([store], rollup)))
             else:
-                _build(store, cluster, rollup, config)
+                slo_rollups.build(store, cluster, _tables_of(rollup, store.database, config))
                 dropped = _drop_older(cluster.shards if cluster else [store], rollup)
                 done.append(Applied(slo.name, rollup.table, "built", dropped))
     return done
@@ -109,15 +107,17 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
     past its newest minute."""
     columns = ["slo", "version", "table", "state", "rows", "bytes", "newest_minute", "lag_seconds"]
     with on_cluster(store, config or Config()) as cluster:
-        listings = [_tables(node) for node in (cluster.shards if cluster else [store])]
+        listings = [
+            slo_rollups.listing(node, _PREFIX) for node in (cluster.shards if cluster else [store])
+        ]
     tables, every = listings[0], [t for listing in listings for t in listing]
-    names = {t["table"] for t in tables}
+    names = {t.name for t in tables}
     rows = []
     for table in tables:
-        if not _BASE.match(table["table"]):
+        if not _BASE.match(table.name):
             continue
-        name = table["table"]
-        meta = _comment(table["comment"])
+        name = table.name
+        meta = _comment(table.comment)
         newest, count = _newest(
             store, f"{quote_identifier(store.database)}.{quote_identifier(name)}"
         )
@@ -128,7 +128,7 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
                 "table": name,
                 "state": _state(table, names),
                 "rows": count,  # of the minute table, over every shard of a cluster
-                "bytes": sum(int(t["bytes"]) for t in every if _part_of(t, name)),
+                "bytes": sum(t.bytes for t in every if _part_of(t, name)),
                 "newest_minute": newest,
                 "lag_seconds": _lag(store, newest, meta.get("scope", {})),
             }
@@ -150,7 +150,7 @@ def _newest(
 def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
     """Seconds from the rollup's newest minute to that of the newest request in its scope
     (reading only the requests after that minute); a view is never behind."""
-    if _is_duckdb(store):
+    if not store.capabilities.materialized_views:
         return 0.0
     if newest is None:
         return None
@@ -164,140 +164,62 @@ def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
     return (later.replace(second=0, microsecond=0) - newest).total_seconds()
 
 
-def _build(
-    store: Store, cluster: ClusterMigrator | None, rollup: SloRollup, config: Config
-) -> None:
-    db = quote_identifier(store.database)
-    creates = rollup.create_tables(store.database, config.requests_ttl_days)
-
-    def run(statements: Iterable[str]) -> None:
-        if cluster is None:
-            for statement in statements:
-                store.command(statement)
-        else:  # local tables behind Distributed ones, each shard of its own rows
-            cluster.run(list(statements), f"SLO {rollup.slo.name}", creates)
-
-    sealing = _exists(store, SEAL_VIEW)
-    if sealing:
-        run([f"SYSTEM STOP VIEW {db}.{SEAL_VIEW}"])
-    try:
-        run(creates)
-        # A half-done build starts again: views first, then the rows.
-        run(f"DROP VIEW IF EXISTS {db}.{table}_mv SYNC" for table in rollup.tables)
-        run(f"TRUNCATE TABLE {db}.{table}" for table in rollup.tables)
-        run([f"INSERT INTO {db}.{rollup.table}\n{rollup.rows(store.database)}"])
-        run([f"INSERT INTO {db}.{rollup.requests_table}\n{rollup.request_select(store.database)}"])
-        run(f"INSERT INTO {db}.{t}\n{select}" for t, select in rollup.derived(store.database))
-        run(rollup.create_views(store.database))
-    finally:
-        if sealing:
-            run([f"SYSTEM START VIEW {db}.{SEAL_VIEW}"])
+def _tables_of(rollup: SloRollup, database: str, config: Config) -> slo_rollups.RollupTables:
+    """``rollup`` as tables, its SQL for the store to build: the minute table and the
+    table of requests filled from `requests` first, then those filled from them; the
+    minute table's view, whose existence marks it complete, made last."""
+    return slo_rollups.RollupTables(
+        label=f"SLO {rollup.slo.name}",
+        creates=tuple(rollup.create_tables(database, config.requests_ttl_days)),
+        tables=rollup.tables,
+        views=tuple(f"{table}_mv" for table in rollup.tables),
+        fills=(
+            (rollup.table, rollup.rows(database)),
+            (rollup.requests_table, rollup.request_select(database)),
+            *rollup.derived(database),
+        ),
+        create_views=tuple(rollup.create_views(database)),
+    )
 
 
 def _drop_older(nodes: Sequence[Store], rollup: SloRollup) -> tuple[str, ...]:
-    """Drop the older versions of the rollup's SLO on every node (views first, then
-    tables: on a cluster the Distributed and the local ones)."""
+    """Drop the older versions of the rollup's SLO on every node (on a cluster the
+    Distributed and the local tables)."""
     older: list[str] = []
     for node in nodes:
-        tables = _tables(node, fold=False)
         found = [
-            t["table"]
-            for t in _folded(tables)
-            if _BASE.match(t["table"])
-            and _comment(t["comment"]).get("slo") == rollup.slo.name
-            and t["table"] != rollup.table
+            t.name
+            for t in slo_rollups.listing(node, _PREFIX)
+            if _BASE.match(t.name)
+            and _comment(t.comment).get("slo") == rollup.slo.name
+            and t.name != rollup.table
         ]
-        for base in found:
-            doomed = [t for t in tables if t["table"] == base or t["table"].startswith(f"{base}_")]
-            sync = "" if _is_duckdb(node) else " SYNC"
-            for t in sorted(doomed, key=lambda t: t["engine"] not in _VIEWS):
-                kind = "VIEW" if t["engine"] in _VIEWS else "TABLE"
-                name = f"{quote_identifier(node.database)}.{t['table']}"
-                node.command(f"DROP {kind} IF EXISTS {name}{sync}")
+        slo_rollups.drop(node, found)
         older.extend(b for b in found if b not in older)
     return tuple(older)
 
 
-def _state(table: dict, names: set[str]) -> str:
-    if table["engine"] == "View":
+def _state(table: Listed, names: set[str]) -> str:
+    if table.kind == "view":
         return "view"
-    return "complete" if f"{table['table']}_mv" in names else "building"
+    return "complete" if f"{table.name}_mv" in names else "building"
 
 
-def _tables(store: Store, fold: bool = True) -> list[dict]:
-    """The SLO rollups' tables and views on the store, with their comment and size; with
-    ``fold``, a cluster's local table lends its comment and size to its Distributed one.
-    On DuckDB, its views, which hold no bytes."""
-    if _is_duckdb(store):
-        return [{**view, "engine": "View", "bytes": 0} for view in _views(store)]
-    tables = store.query_arrow(
-        "SELECT name AS table, comment, engine, coalesce(total_bytes, 0) AS bytes "
-        "FROM system.tables "
-        "WHERE database = {db:String} AND name LIKE 'slo\\_%' ORDER BY name",
-        {"db": store.database},
-    ).to_pylist()
-    return _folded(tables) if fold else tables
+def _part_of(table: Listed, base: str) -> bool:
+    name = table.name
+    return table.kind != "materialized view" and (name == base or name.startswith(f"{base}_"))
 
 
-def _folded(tables: list[dict]) -> list[dict]:
-    local = {
-        t["table"].removesuffix(LOCAL_SUFFIX): t
-        for t in tables
-        if t["table"].endswith(LOCAL_SUFFIX)
-    }
-    return [
-        {**t, **{k: local[t["table"]][k] for k in ("comment", "bytes")}}
-        if t["table"] in local
-        else t
-        for t in tables
-        if not t["table"].endswith(LOCAL_SUFFIX)
-    ]
-
-
-def _part_of(table: dict, base: str) -> bool:
-    name = table["table"]
-    is_data = table["engine"] != "MaterializedView"
-    return is_data and (name == base or name.startswith(f"{base}_"))
-
-
-_VIEWS = ("MaterializedView", "View")
+_PREFIX = "slo_"
 _BASE = re.compile(r"^slo_[a-z0-9_]*_[0-9a-f]{10}$")
 
 
 def _complete(store: Store, rollup: SloRollup) -> bool:
-    """On ClickHouse: its minute table's view, made last, exists; on DuckDB: its view."""
-    if _is_duckdb(store):
-        return any(view["table"] == rollup.table for view in _views(store))
-    return _exists(store, rollup.view)
-
-
-def _views(store: Store) -> list[dict]:
-    """The SLO rollups' views on a DuckDB store, with their comment."""
-    return store.query_arrow(
-        "SELECT view_name AS table, comment FROM duckdb_views() "
-        "WHERE schema_name = $db AND starts_with(view_name, 'slo_') ORDER BY view_name",
-        {"db": store.database},
-    ).to_pylist()
-
-
-def _is_duckdb(store: Store) -> bool:
-    return store.capabilities.dialect == "duckdb"
-
-
-def _exists(store: Store, name: str) -> bool:
-    # EXISTS, not a read of system.tables: every report asks, and it answers in half the time.
-    try:
-        found = store.query_arrow(
-            "EXISTS TABLE {db:Identifier}.{name:Identifier}", {"db": store.database, "name": name}
-        )
-    except StoreError as exc:
-        if exc.code == _ACCESS_DENIED:
-            return False  # a tenant's store, and a rollup it may not read: not there for it
-        raise
-    return bool(found.column(0)[0].as_py())
-
-
-_ACCESS_DENIED = 497
+    """Where rollups are tables: its minute table's view, made last, exists; elsewhere
+    the rollup, a view."""
+    if not store.capabilities.materialized_views:
+        return slo_rollups.exists(store, rollup.table)
+    return slo_rollups.exists(store, rollup.view)
 
 
 def _comment(text: str) -> dict:
