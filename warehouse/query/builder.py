@@ -330,7 +330,7 @@ def compile_question(
         composite
         and source is not None
         and source.request_rows is not None
-        and capabilities.dialect == "clickhouse"
+        and capabilities.materialized_views  # the pieces are stored rollup rows
         and not question.keep
         and question.order_by is None
         and question.limit is None
@@ -604,7 +604,7 @@ def _pieces(
 def _check_spans(question: Question, capabilities: Capabilities) -> None:
     if not question.spans:
         return
-    if capabilities.dialect != "clickhouse":
+    if not capabilities.array_join:
         raise QueryError("spans are answered on ClickHouse only: ask one question per span")
     if question.interval is not None:
         raise QueryError("spans and interval: ask a time series for one range at a time")

@@ -121,10 +121,11 @@ def _evaluated(
         label: TimeRange(max(time_range.until - length, time_range.since), time_range.until)
         for label, length in slo.burn_windows
     }
-    # From a rollup on ClickHouse, the burn windows and the partial windows at the range's
-    # ends are spans of the period's question: one read of the pieces and the raw ends
-    # for all of them, and the windows' question reads whole windows only.
-    together = bool(sources) and store.capabilities.dialect == "clickhouse"
+    # From a rollup, where the store answers spans (ARRAY JOIN), the burn windows and the
+    # partial windows at the range's ends are spans of the period's question: one read of
+    # the pieces and the raw ends for all of them, and the windows' question reads whole
+    # windows only.
+    together = bool(sources) and store.capabilities.array_join
     whole: TimeRange | None = time_range
     ragged: list[TimeRange] = []
     if together and objectives:

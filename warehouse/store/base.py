@@ -23,7 +23,10 @@ class Capabilities:
     dialect: str
     """SQL dialect of the backend, as sqlglot names it: ``clickhouse`` or ``duckdb``."""
     materialized_views: bool
-    """Rollups are filled at insert time (otherwise they are views computed at query time)."""
+    """Rollups are tables filled at insert time by materialized views (otherwise they
+    are views computed at query time): an SLO's rollup is built, backfilled and marked
+    complete by its views, and a question read in pieces of it may read its stored rows
+    and merge them in the client."""
     aggregate_states: bool
     """Mergeable aggregate states (``-State``/``-Merge``) can be stored and merged."""
     concurrent_writers: bool
@@ -45,6 +48,11 @@ class Capabilities:
     row_policies: bool = False
     """The database itself holds tenants apart: :meth:`Store.as_tenant` gives a store
     that reads under row policies (a ClickHouse server; see docs/security.md)."""
+    array_join: bool = False
+    """A row can be repeated once for each element of an array (``ARRAY JOIN``): a
+    question with spans (an SLA report's burn windows and partial windows) is answered
+    in one read, each row counted in every span it falls in; otherwise each span is a
+    question of its own."""
 
 
 @runtime_checkable

@@ -38,6 +38,7 @@ SERVER = Capabilities(
     collapsing_engines=True,
     concurrent_reads=True,
     row_policies=True,
+    array_join=True,
 )
 IN_PROCESS = Capabilities(
     dialect="clickhouse",
@@ -49,6 +50,7 @@ IN_PROCESS = Capabilities(
     insert_deduplication=True,
     scheduled_views=True,
     collapsing_engines=True,
+    array_join=True,
 )
 
 _CODE = re.compile(

@@ -32,6 +32,7 @@ CAPABILITIES = Capabilities(
     insert_deduplication=True,
     scheduled_views=False,
     collapsing_engines=False,
+    array_join=False,
 )
 
 

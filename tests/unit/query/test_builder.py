@@ -11,7 +11,7 @@ from warehouse.query.builder import Question, compile_question
 from warehouse.query.timerange import time_range
 from warehouse.store.base import Capabilities
 
-CLICKHOUSE = Capabilities("clickhouse", *[True] * 8)
+CLICKHOUSE = Capabilities("clickhouse", *[True] * 8, array_join=True)
 DUCKDB = Capabilities("duckdb", *[False] * 8)
 HOURS = time_range("2026-11-30T00:00Z", "2026-11-30T02:00Z")
 LATE = time_range("2026-11-30T01:47:12.5Z", "2026-11-30T02:00Z")
