@@ -12,9 +12,10 @@
 
 Each request takes the same checks first (its credential and the right the route needs,
 its bytes held against its tenant's share of the buffer as they arrive, errors mapped
-onto status codes); an endpoint then reads the body as HTTP carries it and hands it to
-the transport-neutral :class:`~warehouse.ingest.service.WriteService`. A 2xx is sent
-only once what it wrote is committed.
+onto status codes); an endpoint (:mod:`warehouse.ingest.endpoints`) then reads the body
+as HTTP carries it and hands it to the transport-neutral
+:class:`~warehouse.ingest.service.WriteService`. A 2xx is sent only once what it wrote
+is committed.
 
 Reads (remote read, the overview and report pages) and the OTLP/gRPC server are mounted
 by ``llmwh serve``'s composition root (:mod:`warehouse.serve.app`), through
@@ -23,14 +24,11 @@ by ``llmwh serve``'s composition root (:mod:`warehouse.serve.app`), through
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from prometheus_client import generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from warehouse.auth import EVERYTHING, challenge, load_access
 from warehouse.config import Config
@@ -43,10 +41,9 @@ from warehouse.errors import (
     QueryError,
     StoreError,
     StoreUnavailable,
-    UnsupportedMediaType,
     WireError,
 )
-from warehouse.ingest import events
+from warehouse.ingest import endpoints
 from warehouse.ingest.http import (
     Receive,
     Scope,
@@ -55,29 +52,18 @@ from warehouse.ingest.http import (
     header_values,
     media_type,
     read_body,
-    require_snappy,
     respond,
 )
 from warehouse.ingest.otlp import wire as otlp_wire
 from warehouse.ingest.otlp.exports import OTLP_METRICS_PATH, OTLP_TRACES_PATH, OtlpExports
 from warehouse.ingest.service import WriteService
 from warehouse.store.base import Store
-from warehouse.wire.compression import DECOMPRESSORS, gunzip
 
 __all__ = ["Endpoint", "Receiver", "Route"]
 
 log = logging.getLogger("llmwh.receiver")
 
 OTLP_PATHS = (OTLP_TRACES_PATH, OTLP_METRICS_PATH)
-V1_PROTO = "prometheus.WriteRequest"
-V2_PROTO = "io.prometheus.write.v2.Request"
-NDJSON_TYPES = {
-    "application/x-ndjson",
-    "application/jsonl",
-    "application/json-seq",
-    "application/ndjson",
-}
-ARROW_STREAM_TYPES = {"application/vnd.apache.arrow.stream"}
 RETRY_AFTER_SECONDS = 1
 
 Endpoint = Callable[[Scope, Receive, Send], Awaitable[int]]
@@ -111,17 +97,17 @@ class Receiver:
         self._on_start: list[Hook] = []
         self._on_stop: list[Hook] = []
         self._routes: dict[tuple[str, str], Route] = {}
-        for route in (
-            Route("POST", "/api/v1/write", self._remote_write, "write"),
-            Route("POST", "/api/v1/requests", self._events, "write"),
-            Route("POST", OTLP_TRACES_PATH, self._otlp_traces, "write"),
-            Route("POST", OTLP_METRICS_PATH, self._otlp_metrics, "write"),
-            Route("GET", "/metrics", self._metrics, "admin"),
+        for method, path, endpoint, right in (
+            ("POST", "/api/v1/write", endpoints.remote_write, "write"),
+            ("POST", "/api/v1/requests", endpoints.requests, "write"),
+            ("POST", OTLP_TRACES_PATH, endpoints.otlp_traces, "write"),
+            ("POST", OTLP_METRICS_PATH, endpoints.otlp_metrics, "write"),
+            ("GET", "/metrics", endpoints.metrics, "admin"),
             # Health and readiness stay open for load balancers: they tell nothing else.
-            Route("GET", "/healthz", self._healthz, None),
-            Route("GET", "/readyz", self._readyz, None),
+            ("GET", "/healthz", endpoints.healthz, None),
+            ("GET", "/readyz", endpoints.readyz, None),
         ):
-            self.mount(route)
+            self.mount(Route(method, path, functools.partial(endpoint, self), right))
 
     def mount(self, route: Route) -> None:
         """Serve ``route`` behind the receiver's checks (credential and its rights, the
@@ -255,129 +241,15 @@ class Receiver:
         return self.writes.tenants.of_request(header_values(scope, self._tenant_header), grant)
 
     async def body_of(self, scope: Scope, receive: Receive) -> bytes:
-        """The request's body, held against the buffer as it arrives, under a timeout."""
+        """The request's body, held against the buffer as it arrives, under a timeout,
+        and counted among the bytes received on its path."""
         held = scope.get("llmwh.held")
-        return await read_body(
+        body = await read_body(
             scope,
             receive,
             self.config.max_body_bytes,
             charge=None if held is None else held.grow,
             timeout=self.config.body_timeout_seconds,
         )
-
-    def _received(self, path: str, body: bytes) -> None:
-        self.metrics.labelled(self.metrics.bytes_received, path).inc(len(body))
-
-    # -- endpoints ----------------------------------------------------------------------
-
-    async def _remote_write(self, scope: Scope, receive: Receive, send: Send) -> int:
-        kind, params = media_type(header(scope, "content-type"))
-        proto = params.get("proto", V1_PROTO)
-        if kind not in ("", "application/x-protobuf") or proto not in (V1_PROTO, V2_PROTO):
-            raise UnsupportedMediaType(
-                f"unsupported Content-Type {header(scope, 'content-type')!r}: remote write takes "
-                f"application/x-protobuf with proto={V1_PROTO} or proto={V2_PROTO}"
-            )
-        require_snappy(scope, "remote write")
-        tenant = self.tenant_of(scope)  # before the body: a refusal reads none
-        body = await self.body_of(scope, receive)
-        self._received("/api/v1/write", body)
-        written = await self.writes.remote_write(body, proto == V2_PROTO, tenant)
-        headers = []
-        if proto == V2_PROTO and written.decoded is not None:
-            decoded = written.decoded
-            headers = [
-                ("x-prometheus-remote-write-samples-written", str(decoded.samples_written)),
-                ("x-prometheus-remote-write-histograms-written", str(decoded.histograms_written)),
-                ("x-prometheus-remote-write-exemplars-written", str(decoded.exemplars_written)),
-            ]
-        refused, why = written.refused
-        if refused:
-            # A partial write: the rest is committed; 400 tells the sender not to retry
-            # what can never be stored (as Prometheus does for out-of-bounds samples).
-            await respond(
-                send,
-                400,
-                f"{refused} samples, histograms, exemplars or per-request metrics were "
-                f"not written ({why}); the rest was\n",
-                headers,
-            )
-            return 400
-        await respond(send, 204, headers=headers)
-        return 204
-
-    async def _events(self, scope: Scope, receive: Receive, send: Send) -> int:
-        kind, _ = media_type(header(scope, "content-type"))
-        if kind in NDJSON_TYPES:
-            decode = events.decode_ndjson
-        elif kind in ARROW_STREAM_TYPES:
-            decode = events.decode_arrow_stream
-        else:
-            raise UnsupportedMediaType(
-                f"unsupported Content-Type {kind or '(none)'!r}: per-request events are "
-                "application/x-ndjson or application/vnd.apache.arrow.stream"
-            )
-        encoding = (header(scope, "content-encoding") or "identity").strip().lower()
-        if encoding not in DECOMPRESSORS:
-            raise UnsupportedMediaType(
-                f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
-            )
-        tenant = self.tenant_of(scope)  # before the body: a refusal reads none
-        body = await self.body_of(scope, receive)
-        self._received("/api/v1/requests", body)
-        accepted = await self.writes.requests(body, encoding, decode, tenant)
-        await respond(send, 200, f'{{"accepted": {accepted}}}\n', content_type="application/json")
-        return 200
-
-    async def _otlp_traces(self, scope: Scope, receive: Receive, send: Send) -> int:
-        """OTLP/HTTP spans (docs/otlp.md): each LLM-request span becomes a request."""
-        kind, raw = await self._otlp_body(scope, receive, OTLP_TRACES_PATH)
-        answer = await self.otlp.traces(raw, kind, self.tenant_of(scope))
-        await respond(send, 200, otlp_wire.encode(answer, kind), content_type=kind)
-        return 200
-
-    async def _otlp_metrics(self, scope: Scope, receive: Receive, send: Send) -> int:
-        """OTLP/HTTP metric points (docs/otlp.md): series as Prometheus would name them."""
-        kind, raw = await self._otlp_body(scope, receive, OTLP_METRICS_PATH)
-        answer = await self.otlp.metrics(raw, kind, self.tenant_of(scope))
-        await respond(send, 200, otlp_wire.encode(answer, kind), content_type=kind)
-        return 200
-
-    async def _otlp_body(self, scope: Scope, receive: Receive, path: str) -> tuple[str, bytes]:
-        """An OTLP/HTTP request's media type and its body, inflated."""
-        kind, _ = media_type(header(scope, "content-type"))
-        if kind not in (otlp_wire.PROTOBUF, otlp_wire.JSON):
-            raise UnsupportedMediaType(
-                f"unsupported Content-Type {kind or '(none)'!r}: OTLP/HTTP takes "
-                f"{otlp_wire.PROTOBUF} or {otlp_wire.JSON}"
-            )
-        encoding = (header(scope, "content-encoding") or "identity").strip().lower()
-        if encoding not in ("identity", "gzip"):
-            raise UnsupportedMediaType(
-                f"unsupported Content-Encoding {encoding!r}: OTLP/HTTP takes gzip or none"
-            )
-        body = await self.body_of(scope, receive)
-        self._received(path, body)
-        if encoding == "identity":
-            return kind, body
-        return kind, await asyncio.to_thread(gunzip, body, self.config.max_body_bytes)
-
-    async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> int:
-        self.metrics.buffer_bytes.set(self.writes.committer.buffered_bytes)
-        await respond(
-            send, 200, generate_latest(self.metrics.registry), content_type=CONTENT_TYPE_LATEST
-        )
-        return 200
-
-    async def _healthz(self, scope: Scope, receive: Receive, send: Send) -> int:
-        await respond(send, 200, "ok\n")
-        return 200
-
-    async def _readyz(self, scope: Scope, receive: Receive, send: Send) -> int:
-        try:
-            await asyncio.wait_for(asyncio.to_thread(self.store.query_arrow, "SELECT 1 AS ok"), 5)
-        except (StoreError, TimeoutError) as exc:
-            await respond(send, 503, f"store not ready: {exc}\n")
-            return 503
-        await respond(send, 200, "ready\n")
-        return 200
+        self.metrics.labelled(self.metrics.bytes_received, scope["path"]).inc(len(body))
+        return body

@@ -14,8 +14,9 @@ body of a call that raised for something in the data, is decoded on its own
 and costs the others nothing. A write is acknowledged
 only after all of its rows are in the store, or, with a write-ahead log
 (``write_ahead``), in the log on disk (see :mod:`warehouse.ingest.wal_inserter`).
-The buffer (waiting plus in flight) has a byte bound: past it, a write is refused
-with :class:`~warehouse.errors.BufferFull` (HTTP 429) rather than queued without limit.
+The buffer (waiting plus in flight) has byte bounds, in all and per tenant
+(:mod:`warehouse.ingest.buffer`): past them, a write is refused with
+:class:`~warehouse.errors.BufferFull` (HTTP 429) rather than queued without limit.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from warehouse.errors import BufferFull, InvalidArgument, NotRunning, StoreUnavailable
+from warehouse.ingest.buffer import Held, WriteBuffer
 from warehouse.ingest.wal import Entry
 from warehouse.store.base import Store
 
@@ -118,49 +119,10 @@ class _Pending:
     tenant: str = ""
 
 
-class _Held:
-    """What :meth:`GroupCommitter.hold` returns: it lets go of the bytes on exit. A
-    plain class, as every write enters one (a generator-based context manager cost
-    2.5 times as much: 1.15 against 0.46 µs)."""
-
-    __slots__ = ("_entered", "committer", "decoded", "nbytes", "tenant", "write")
-
-    def __init__(self, committer: GroupCommitter, nbytes: int, tenant: str, write: bool):
-        self.committer, self.nbytes, self.tenant, self.write = committer, nbytes, tenant, write
-        self.decoded = 0
-        """Bytes of the write's decoded rows waiting in the buffer, held against the
-        tenant's bound only (the buffer's own bound counts them as buffered)."""
-
-    def __enter__(self) -> _Held:
-        self._entered = _holding.set(self)
-        return self
-
-    def grow(self, nbytes: int) -> None:
-        """Hold ``nbytes`` more (a body's bytes as they arrive); :class:`BufferFull` as
-        :meth:`GroupCommitter.hold` would refuse them."""
-        self.committer._charge(nbytes, self.tenant, self.nbytes + self.decoded)
-        self.nbytes += nbytes
-
-    def __exit__(self, *exc: object) -> None:
-        _holding.reset(self._entered)
-        committer = self.committer
-        committer.in_flight_bytes -= self.nbytes
-        left = committer._tenant_bytes.get(self.tenant, 0) - self.nbytes - self.decoded
-        if left > 0:
-            committer._tenant_bytes[self.tenant] = left
-        else:
-            committer._tenant_bytes.pop(self.tenant, None)
-        committer.held_writes -= self.write
-        committer._arrived.set()
-
-
-_holding: ContextVar[_Held | None] = ContextVar("llmwh_holding", default=None)
-"""The write being served (:meth:`GroupCommitter.hold`), whose decoded rows the
-committer then charges to its tenant."""
-
-
 InsertBodies = Callable[[Mapping[Hashable, list[bytes]]], Mapping[Hashable, Collection[int]]]
 """Writes a flush's bodies by group; returns per group the indices of those left out."""
+WriteAhead = Callable[[list[Entry], Mapping[str, int]], None]
+"""Appends a flush's tables to the write-ahead log, with the bytes of each tenant's writes."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +163,7 @@ class GroupCommitter:
         on_flush: Callable[[FlushStats], None] | None = None,
         insert_bodies: InsertBodies | None = None,
         concurrency: int = 2,
-        write_ahead: Callable[[list[Entry], Mapping[str, int]], None] | None = None,
+        write_ahead: WriteAhead | None = None,
         backlog: Callable[[str], int] | None = None,
         max_tenant_backlog: int = 0,
     ):
@@ -209,29 +171,15 @@ class GroupCommitter:
         self.write_ahead = write_ahead
         """Where a flush's tables go instead of the store (the write-ahead log), if set,
         with the bytes of each tenant's writes among them."""
-        self.backlog = backlog
-        self.max_tenant_backlog = max_tenant_backlog
-        """Most bytes a tenant's acknowledged writes may wait in the write-ahead log
-        (``backlog(tenant)``) before its writes are refused (0: no bound but the log's)."""
+        self.buffer = WriteBuffer(max_buffer_bytes, max_tenant_bytes, backlog, max_tenant_backlog)
         self.concurrency = concurrency
         self.insert_bodies = insert_bodies
-        self.max_buffer_bytes = max_buffer_bytes
-        self.max_tenant_bytes = max_tenant_bytes
-        """Most bytes one tenant's writes may hold at once (0: no bound but the buffer's),
-        so that no tenant alone can fill the buffer and stall the others."""
-        self._tenant_bytes: dict[str, int] = {}
         self.max_flush_bytes = max_flush_bytes
         self.linger = linger
         self.on_flush = on_flush
-        self.buffered_bytes = 0
-        self.in_flight_bytes = 0
-        """Bytes of writes held by :meth:`hold`: arriving, being decoded or committed."""
-        self.held_writes = 0
-        """Writes held by :meth:`hold`."""
         self._flushing_writes = 0
         self._queue: list[_Pending] = []
         self._wakeup = asyncio.Event()
-        self._arrived = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closing = False
 
@@ -272,49 +220,11 @@ class GroupCommitter:
             raise InvalidArgument("this group committer takes no bodies (no insert_bodies)")
         return await self._enqueue({}, len(body.data), None, body)
 
-    def hold(self, nbytes: int, tenant: str = "", write: bool | None = None) -> _Held:
-        """Hold ``nbytes`` of ``tenant``'s write against the buffer's bounds while it is
-        read, decoded and committed (a context manager, whose :meth:`_Held.grow` holds
-        more as a body arrives); :class:`BufferFull` once writes held and rows waiting
-        would pass ``max_buffer_bytes``, or the tenant's writes held ``max_tenant_bytes``.
-        A write alone is always held, whatever its size. ``write`` (default: any bytes
-        held) counts it among the writes a flush may linger for."""
-        write = bool(nbytes) if write is None else write
-        if write and self.max_tenant_backlog and self.backlog is not None:
-            waiting = self.backlog(tenant)
-            if waiting > self.max_tenant_backlog:
-                raise BufferFull(
-                    f"tenant {tenant!r} has {waiting:,} bytes of acknowledged writes not yet "
-                    f"in the store, over its {self.max_tenant_backlog:,} (a quarter of "
-                    "wal_max_bytes); retry later",
-                    retry_after=5,
-                )
-        self._charge(nbytes, tenant, 0)
-        self.held_writes += write
-        return _Held(self, nbytes, tenant, write)
-
-    def _charge(self, nbytes: int, tenant: str, own: int) -> None:
-        """Add ``nbytes`` to what ``tenant`` holds (``own`` of it already this write's)."""
-        if not nbytes:
-            return
-        held = self.in_flight_bytes + self.buffered_bytes
-        if held - own and held + nbytes > self.max_buffer_bytes:
-            raise BufferFull(
-                f"the receiver holds {held:,} of {self.max_buffer_bytes:,} bytes "
-                "(buffer_bytes) in writes being read, decoded or committed; retry after a moment"
-            )
-        self._charge_tenant(nbytes, tenant, own)
-        self.in_flight_bytes += nbytes
-
-    def _charge_tenant(self, nbytes: int, tenant: str, own: int) -> None:
-        mine = self._tenant_bytes.get(tenant, 0)
-        if self.max_tenant_bytes and mine - own and mine + nbytes > self.max_tenant_bytes:
-            raise BufferFull(
-                f"tenant {tenant!r} holds {mine:,} of its {self.max_tenant_bytes:,} bytes "
-                "(tenant_buffer_bytes) in writes being read, decoded or committed; retry "
-                "after a moment"
-            )
-        self._tenant_bytes[tenant] = mine + nbytes
+    def hold(self, nbytes: int, tenant: str = "", write: bool | None = None) -> Held:
+        """Hold ``tenant``'s write against the buffer's bounds while it is read, decoded
+        and committed (:meth:`WriteBuffer.hold`); a flush lingers only while writes held
+        are not yet submitted."""
+        return self.buffer.hold(nbytes, tenant, write)
 
     async def _enqueue(
         self,
@@ -325,25 +235,12 @@ class GroupCommitter:
     ) -> Any:
         if self._task is None or self._closing:
             raise NotRunning("the receiver is not taking writes: its committer is not running")
-        if self.buffered_bytes + nbytes > self.max_buffer_bytes and self.buffered_bytes:
-            raise BufferFull(
-                f"the ingest buffer holds {self.buffered_bytes:,} of {self.max_buffer_bytes:,} "
-                "bytes; retry after a moment"
-            )
-        held = _holding.get()
-        if held is not None and held.committer is self and body is None:
-            # A tenant's decoded rows count against its bound too: a body inflates
-            # several times over, and its rows wait here until they are committed.
-            self._charge_tenant(nbytes, held.tenant, held.nbytes + held.decoded)
-            held.decoded += nbytes
+        tenant = self.buffer.queue(nbytes, body=body is not None)
         done = asyncio.get_running_loop().create_future()
-        pending = _Pending(tables, nbytes, done, dedup_token, body)
-        if held is not None:
-            pending.tenant = held.tenant
-        self.buffered_bytes += nbytes
+        pending = _Pending(tables, nbytes, done, dedup_token, body, tenant=tenant)
         self._queue.append(pending)
         self._wakeup.set()
-        self._arrived.set()
+        self.buffer.arrived.set()
         return await asyncio.shield(pending.done)
 
     async def _run(self) -> None:
@@ -376,18 +273,19 @@ class GroupCommitter:
         """Wait up to ``linger`` for the writes held but not yet submitted."""
         if not self.linger or self._closing:
             return
-        if not self.held_writes:  # no way to tell whether more are coming
+        buffer = self.buffer
+        if not buffer.held_writes:  # no way to tell whether more are coming
             await asyncio.sleep(self.linger)
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.linger
-        while self.held_writes > len(self._queue) + self._flushing_writes and not self._closing:
+        while buffer.held_writes > len(self._queue) + self._flushing_writes and not self._closing:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return
-            self._arrived.clear()
+            buffer.arrived.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), remaining)
+                await asyncio.wait_for(buffer.arrived.wait(), remaining)
 
     def _take_batch(self) -> list[_Pending]:
         """Writes from the head of the queue, within ``max_flush_bytes``."""
@@ -404,16 +302,16 @@ class GroupCommitter:
         errors: dict[int, BaseException] = {}
         rows = 0
         try:
-            await self._flush_bodies([p for p in batch if p.body is not None], errors)
-            rows = await self._flush_tables(
-                [p for p in batch if p.tables and id(p) not in errors], errors
-            )
+            bodies = [p for p in batch if p.body is not None]
+            await _flush_bodies(self.insert_bodies, bodies, errors)
+            tables = [p for p in batch if p.tables and id(p) not in errors]
+            rows = await _flush_tables(self.store, self.write_ahead, tables, errors)
         except Exception as exc:  # a fault of ours, not the data's: every writer hears it
             log.exception("a flush failed")
             for pending in batch:
                 errors.setdefault(id(pending), exc)
         finally:
-            self.buffered_bytes -= nbytes
+            self.buffer.flushed(nbytes)
             self._flushing_writes -= len(batch)
         for pending in batch:
             if pending.done.done():
@@ -434,55 +332,62 @@ class GroupCommitter:
                     )
                 )
 
-    async def _flush_bodies(self, batch: list[_Pending], errors: dict[int, BaseException]) -> None:
-        """Insert the bodies, every group in one call; those left out become tables."""
-        if not batch:
-            return
-        groups: dict[Hashable, list[_Pending]] = {}
-        for pending in batch:
-            groups.setdefault(pending.body.group, []).append(pending)
-        try:
-            left = await asyncio.to_thread(
-                self.insert_bodies, {g: [p.body.data for p in ms] for g, ms in groups.items()}
-            )
-        except (StoreUnavailable, BufferFull) as exc:  # nothing to do with the data
-            errors.update((id(p), exc) for p in batch)
-            return
-        except Exception:  # something in the data: each body on its own
-            left = {group: range(len(members)) for group, members in groups.items()}
-        for group, members in groups.items():
-            for pending in (members[i] for i in left.get(group, ())):
-                try:
-                    pending.tables, pending.result = await asyncio.to_thread(pending.body.decode)
-                except Exception as exc:
-                    errors[id(pending)] = exc
 
-    async def _flush_tables(self, batch: list[_Pending], errors: dict[int, BaseException]) -> int:
-        """Insert the tables of ``batch``; on failure every write of it gets the error."""
-        merged = _merge([p for p in batch if p.dedup_token is None])
-        own = [
-            (name, table, p.dedup_token)
-            for p in batch
-            if p.dedup_token is not None
-            for name, table in _merge([p])
-        ]
-        try:
-            if self.write_ahead is not None:
-                entries = [Entry(name, table) for name, table in merged]
-                entries += [Entry(name, table, token) for name, table, token in own]
-                tenants: dict[str, int] = {}
-                for pending in batch:
-                    tenants[pending.tenant] = tenants.get(pending.tenant, 0) + pending.nbytes
-                await asyncio.to_thread(self.write_ahead, entries, tenants)
-                return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)
-            await asyncio.to_thread(insert_in_order, self.store, merged)
-            for name, table, token in own:
-                await asyncio.to_thread(
-                    self.store.insert_arrow, name, table, None, f"{token}:{name}"
-                )
-        except Exception as exc:  # the writers get it; the flusher carries on
-            errors.update((id(p), exc) for p in batch)
-        return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)
+async def _flush_bodies(
+    insert_bodies: InsertBodies, batch: list[_Pending], errors: dict[int, BaseException]
+) -> None:
+    """Insert the bodies, every group in one call; those left out become tables."""
+    if not batch:
+        return
+    groups: dict[Hashable, list[_Pending]] = {}
+    for pending in batch:
+        groups.setdefault(pending.body.group, []).append(pending)
+    try:
+        left = await asyncio.to_thread(
+            insert_bodies, {g: [p.body.data for p in ms] for g, ms in groups.items()}
+        )
+    except (StoreUnavailable, BufferFull) as exc:  # nothing to do with the data
+        errors.update((id(p), exc) for p in batch)
+        return
+    except Exception:  # something in the data: each body on its own
+        left = {group: range(len(members)) for group, members in groups.items()}
+    for group, members in groups.items():
+        for pending in (members[i] for i in left.get(group, ())):
+            try:
+                pending.tables, pending.result = await asyncio.to_thread(pending.body.decode)
+            except Exception as exc:
+                errors[id(pending)] = exc
+
+
+async def _flush_tables(
+    store: Store,
+    write_ahead: WriteAhead | None,
+    batch: list[_Pending],
+    errors: dict[int, BaseException],
+) -> int:
+    """Insert the tables of ``batch``; on failure every write of it gets the error."""
+    merged = _merge([p for p in batch if p.dedup_token is None])
+    own = [
+        (name, table, p.dedup_token)
+        for p in batch
+        if p.dedup_token is not None
+        for name, table in _merge([p])
+    ]
+    try:
+        if write_ahead is not None:
+            entries = [Entry(name, table) for name, table in merged]
+            entries += [Entry(name, table, token) for name, table, token in own]
+            tenants: dict[str, int] = {}
+            for pending in batch:
+                tenants[pending.tenant] = tenants.get(pending.tenant, 0) + pending.nbytes
+            await asyncio.to_thread(write_ahead, entries, tenants)
+            return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)
+        await asyncio.to_thread(insert_in_order, store, merged)
+        for name, table, token in own:
+            await asyncio.to_thread(store.insert_arrow, name, table, None, f"{token}:{name}")
+    except Exception as exc:  # the writers get it; the flusher carries on
+        errors.update((id(p), exc) for p in batch)
+    return sum(t.num_rows for _, t in merged) + sum(t.num_rows for _, t, _ in own)
 
 
 def _merge(batch: list[_Pending]) -> list[tuple[str, pa.Table]]:

@@ -42,7 +42,6 @@ class RemoteRead:
         receiver, config = self.receiver, self.receiver.config
         tenant = receiver.tenant_of(scope)  # a read sees its tenant's series only
         body = await receiver.body_of(scope, receive)
-        receiver.metrics.labelled(receiver.metrics.bytes_received, READ_PATH).inc(len(body))
         payload = await asyncio.get_running_loop().run_in_executor(
             self.threads,
             remote_read.answer,

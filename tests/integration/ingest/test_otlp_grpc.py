@@ -387,13 +387,13 @@ def test_a_failed_commit_is_unavailable_with_retry_info(in_process, migrated):
 def test_a_full_buffer_is_unavailable_with_retry_info(in_process):
     receiver = in_process()
     committer = receiver.app.writes.committer
-    committer.buffered_bytes = committer.max_buffer_bytes  # saturated
+    committer.buffer.buffered_bytes = committer.buffer.max_buffer_bytes  # saturated
     channel, call = exporter(receiver.target)
     try:
         with channel, pytest.raises(grpc.RpcError) as refused:
             call(export(vllm_span(1)), timeout=30)
     finally:
-        committer.buffered_bytes = 0
+        committer.buffer.buffered_bytes = 0
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert retry_delay(refused.value) == 1
     # The Python SDK's exporter reads the delay from this key instead.

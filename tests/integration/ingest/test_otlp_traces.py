@@ -227,11 +227,11 @@ def test_a_body_that_inflates_past_the_limit_is_413(make_client):
 
 def test_a_full_buffer_is_429_with_retry_after_and_a_status(client):
     committer = client.app.writes.committer
-    committer.buffered_bytes = committer.max_buffer_bytes  # saturated
+    committer.buffer.buffered_bytes = committer.buffer.max_buffer_bytes  # saturated
     try:
         response = client.post("/v1/traces", export(vllm_span(1)), content_type=PROTOBUF)
     finally:
-        client.app.writes.committer.buffered_bytes = 0
+        client.app.writes.committer.buffer.buffered_bytes = 0
     assert response.status == 429 and response.headers["retry-after"].isdigit()
     assert RpcStatus.FromString(response.body).code == 8  # RESOURCE_EXHAUSTED
 

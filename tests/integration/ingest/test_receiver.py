@@ -249,11 +249,11 @@ def test_new_series_past_the_tenants_minute_budget_are_429_with_retry_after(make
 
 def test_a_full_buffer_is_429_with_retry_after(client):
     committer = client.app.writes.committer
-    committer.buffered_bytes = committer.max_buffer_bytes  # saturated
+    committer.buffer.buffered_bytes = committer.buffer.max_buffer_bytes  # saturated
     try:
         response = client.post("/api/v1/write", v1_body(), content_type=V1_TYPE)
     finally:
-        client.app.writes.committer.buffered_bytes = 0
+        client.app.writes.committer.buffer.buffered_bytes = 0
     assert response.status == 429
     assert response.headers["retry-after"].isdigit()
 
@@ -262,28 +262,28 @@ def test_writes_being_decoded_count_against_the_buffer_too(make_client, migrated
     client = make_client(buffer_bytes=10_000)
     body = v1_body(series=50)
     # other writes, being decoded:
-    client.app.writes.committer.in_flight_bytes = 10_000 - len(body) + 1
+    client.app.writes.committer.buffer.in_flight_bytes = 10_000 - len(body) + 1
     try:
         refused = client.post(
             "/api/v1/write", body, content_type=V1_TYPE, content_length=str(len(body))
         )
     finally:
-        client.app.writes.committer.in_flight_bytes = 0
+        client.app.writes.committer.buffer.in_flight_bytes = 0
     assert refused.status == 429 and refused.headers["retry-after"].isdigit()
     assert "(buffer_bytes) in writes being read, decoded or committed" in refused.text
     assert samples_in(migrated) == 0
     taken = client.post("/api/v1/write", body, content_type=V1_TYPE, content_length=str(len(body)))
     assert taken.status == 204  # alone, a write is taken whatever its size
-    assert client.app.writes.committer.in_flight_bytes == 0  # released once answered
+    assert client.app.writes.committer.buffer.in_flight_bytes == 0  # released once answered
     # A body is held for the bytes that arrived, not for those it declared: nine idle
     # senders declaring 32 MiB each once held the whole buffer.
-    client.app.writes.committer.in_flight_bytes = 1
+    client.app.writes.committer.buffer.in_flight_bytes = 1
     try:
         declared = client.post(
             "/api/v1/write", body, content_type=V1_TYPE, content_length=str(32 << 20)
         )
     finally:
-        client.app.writes.committer.in_flight_bytes = 0
+        client.app.writes.committer.buffer.in_flight_bytes = 0
     assert declared.status == 204
 
 
@@ -352,7 +352,9 @@ def test_a_tenants_decoded_rows_count_against_its_share_too(make_client):
         other = write(x_scope_orgid="bravo")
     assert throttled.status == 429 and "tenant 'acme' holds" in throttled.text
     assert other.status == 200, other.text
-    assert client.app.writes.committer._tenant_bytes == {}  # every write let go of what it held
+    assert (
+        client.app.writes.committer.buffer.tenant_bytes == {}
+    )  # every write let go of what it held
 
 
 def test_a_body_that_never_arrives_is_408_and_lets_go_of_the_buffer(make_client):
@@ -381,7 +383,7 @@ def test_a_body_that_never_arrives_is_408_and_lets_go_of_the_buffer(make_client)
     answer = client.loop.run_until_complete(stalled())
     assert answer[0]["status"] == 408
     assert b"body_timeout_seconds" in b"".join(m.get("body", b"") for m in answer[1:])
-    assert client.app.writes.committer.in_flight_bytes == 0
+    assert client.app.writes.committer.buffer.in_flight_bytes == 0
 
 
 def test_with_a_token_configured_writes_need_it(make_client):

@@ -137,7 +137,7 @@ def test_closing_flushes_what_is_waiting(store):
     async def scenario():
         await committer.start()
         task = asyncio.create_task(committer.submit({"metric_metadata": metadata_rows("w", 4)}))
-        await poll_until_async(lambda: committer.buffered_bytes, "the write to be waiting")
+        await poll_until_async(lambda: committer.buffer.buffered_bytes, "the write to be waiting")
         await committer.close()
         await task
 
@@ -273,9 +273,11 @@ def test_a_write_still_being_decoded_is_waited_for(store):
                 await committer.submit({"metric_metadata": metadata_rows("fast")})
 
         slow_task = asyncio.create_task(slow())
-        await poll_until_async(lambda: committer.held_writes, "slow() to hold its write")
+        await poll_until_async(lambda: committer.buffer.held_writes, "slow() to hold its write")
         fast_task = asyncio.create_task(fast())
-        await poll_until_async(lambda: committer.buffered_bytes, "fast() to submit its write")
+        await poll_until_async(
+            lambda: committer.buffer.buffered_bytes, "fast() to submit its write"
+        )
         # Nothing to wait for: a committer that did not wait for the held write would
         # flush fast()'s write alone meanwhile (the linger is 5 s).
         await asyncio.sleep(0.2)
