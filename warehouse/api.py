@@ -255,7 +255,7 @@ class Warehouse:
             filters = scoped_filters(objective, filters)
             thresholds = {**objective.thresholds, **(thresholds or {})}
             rollup = slo_apply.find(self.reader, objective) if exact is not True else None
-            sources = (rollup.source(self.reader.capabilities.dialect),) if rollup else ()
+            sources = (rollup.source(self.reader.capabilities),) if rollup else ()
         return root_cause(
             self.reader,
             time_range(since, until),

@@ -217,7 +217,7 @@ class SLAExporter(Collector):
             order_by="-count" if top else None,
             limit=self.top if top else None,
         )
-        sources = (rollup.source(wh.reader.capabilities.dialect),) if rollup else ()
+        sources = (rollup.source(wh.reader.capabilities),) if rollup else ()
         return pl.DataFrame(ask(wh.reader, question, sources))
 
     # -- exposing ---------------------------------------------------------------------

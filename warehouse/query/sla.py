@@ -109,7 +109,7 @@ def _evaluated(
     by = list(by)
     keys = [dimension(name).name for name in by]  # result columns: attrs['gpu'] is gpu
     scope = scoped_filters(slo, filters)
-    sources = (rollup.source(store.capabilities.dialect),) if rollup is not None else ()
+    sources = (rollup.source(store.capabilities),) if rollup is not None else ()
     checks = rollup.checks if rollup is not None else ()
     common = {"by": by, "filters": scope, "thresholds": slo.thresholds, "exact": exact}
     objectives = list(slo.measures)

@@ -36,6 +36,7 @@ from warehouse.query.registry import (
     measure,
 )
 from warehouse.query.slo import OPERATORS, SLO, Objective
+from warehouse.store.base import Capabilities
 from warehouse.store.rollup_columns import (
     REQUEST_COLUMN_TYPES,
     RollupColumn,
@@ -387,10 +388,11 @@ class SloRollup:
             f"COMMENT ON VIEW {name} IS {dialects.render(exp.Literal.string(comment), 'duckdb')}",
         ]
 
-    def source(self, dialect: str = "clickhouse") -> RollupSource:
-        """How the query layer reads it on a store of ``dialect``: its tables, or on
-        DuckDB its view (minutes only, no histograms)."""
-        view = dialect == "duckdb"
+    def source(self, capabilities: Capabilities | None = None) -> RollupSource:
+        """How the query layer reads it on a store with ``capabilities``: its tables, or
+        where rollups are views computed at query time (no materialized views), its view
+        (minutes only, no histograms). None: a store with materialized views."""
+        view = capabilities is not None and not capabilities.materialized_views
         return RollupSource(
             table=self.table,
             label=f"SLO {self.slo.name}" + (" (a view)" if view else ""),
