@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean system-deps
+.PHONY: run test test-fast lint bench clean system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,11 +17,17 @@ run: $(STAMP)
 
 test: $(STAMP) system-deps
 	$(BIN)/ruff check warehouse tests benchmarks fuzz
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# Unit tests only: no server, no system packages.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check warehouse tests benchmarks fuzz
 	$(BIN)/ruff format --check warehouse tests benchmarks fuzz
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/insert_requests.py
