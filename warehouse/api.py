@@ -15,7 +15,7 @@ from warehouse.errors import QueryError
 from warehouse.model import check_tenant
 from warehouse.query import registry, slo_apply
 from warehouse.query.ab import compare_groups
-from warehouse.query.builder import FilterValue, Question
+from warehouse.query.builder import FilterValue, Question, RollupSource
 from warehouse.query.drift import detect_drift
 from warehouse.query.named import NamedQuery, bind, read_query
 from warehouse.query.readonly import run_read_only
@@ -249,7 +249,7 @@ class Warehouse:
         Bad means failed, rejected or over a per-request threshold: ``thresholds``, or
         the SLO's (whose scope then also filters the requests).
         """
-        sources = ()
+        sources: tuple[RollupSource, ...] = ()
         if slo is not None:
             objective = _load(slo)
             filters = scoped_filters(objective, filters)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import typer
 
@@ -57,7 +58,9 @@ app.add_typer(compare.app)
 
 
 # typer exports BadParameter only; its bases are click's errors (which typer may vendor).
-_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_CLICK_ERROR: type[Any] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+)
 
 
 def main(argv: list[str] | None = None) -> None:

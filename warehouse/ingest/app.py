@@ -184,7 +184,7 @@ class Receiver:
                     [("www-authenticate", challenge(self.config.auth_token))],
                 )
                 return
-            if guarded and not grant.allows(route.right):
+            if route.right is not None and not grant.allows(route.right):
                 raise Forbidden(f"credential {grant.name!r} may not {route.right} here")
             scope["llmwh.grant"] = grant
             # Bytes are held as they arrive, for the tenant the header names (checked by

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
 from warehouse.ingest.batcher import FlushStats
 
 __all__ = ["ReceiverMetrics"]
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -116,14 +120,14 @@ class ReceiverMetrics:
             "llmwh_receiver_buffer_limit_bytes", "Byte bound of the ingest buffer", registry=r
         )
 
-    def labelled(self, metric: MetricWrapperBase, *values: str) -> MetricWrapperBase:
+    def labelled(self, metric: M, *values: str) -> M:
         """``metric.labels(*values)``, looked up once: ``labels()`` validates its
         arguments and takes a lock on every call, a cost every write paid several times."""
         key = (id(metric), values)
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = metric.labels(*values)
-        return child
+        return child  # type: ignore[return-value]  # a child of a metric has its type
 
     def observe_flush(self, stats: FlushStats) -> None:
         self.flush_seconds.observe(stats.seconds)

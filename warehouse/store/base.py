@@ -68,8 +68,11 @@ class Store(Protocol):
     capabilities: Capabilities
     cluster: str | None
     """The ClickHouse cluster the store URL names (``cluster=NAME``); None on one node."""
-    shard_urls: Sequence[StoreURL]
-    """With ``shards=HOST:PORT,...``: a store URL for each shard, for migrations."""
+
+    @property
+    def shard_urls(self) -> Sequence[StoreURL]:
+        """With ``shards=HOST:PORT,...``: a store URL for each shard, for migrations."""
+        ...
 
     def command(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
