@@ -103,11 +103,11 @@ def clickhouse_stop(data: DataOption = None, config_file: ConfigOption = None) -
         typer.echo(f"stopped shard {info.data_dir} (pid {info.pid})")
     if shards:
         return
-    info = embedded.stop_server(config.data_dir)
-    if info is None:
+    stopped = embedded.stop_server(config.data_dir)
+    if stopped is None:
         typer.echo(f"no embedded ClickHouse runs on {Path(config.data_dir).resolve()}")
     else:
-        typer.echo(f"stopped the embedded ClickHouse (pid {info.pid}) on {info.data_dir}")
+        typer.echo(f"stopped the embedded ClickHouse (pid {stopped.pid}) on {stopped.data_dir}")
 
 
 @clickhouse_app.command("status")

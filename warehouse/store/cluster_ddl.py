@@ -121,10 +121,10 @@ def _render(
         return [f"{verb} {db}.{view}{on}{_localize(rest, database, sharded)}"]
     if (match := _ALTER_TABLE.match(body)) and match.group(3) in sharded:
         verb, db, table, rest = match.groups()
-        local = [f"{verb} {db}.{table}{LOCAL_SUFFIX}{on}{rest}"]
+        statements = [f"{verb} {db}.{table}{LOCAL_SUFFIX}{on}{rest}"]
         if _COLUMN_CHANGE.match(rest):
-            local.append(f"{verb} {db}.{table}{on}{rest}")
-        return local
+            statements.append(f"{verb} {db}.{table}{on}{rest}")
+        return statements
     if match := _ALTER_TABLE.match(body):  # a view: MODIFY QUERY reads the local tables
         verb, db, view, rest = match.groups()
         return [f"{verb} {db}.{view}{on}{_localize(rest, database, sharded)}"]
