@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import clickhouse_connect
 import pyarrow as pa
@@ -399,7 +400,7 @@ def _settings_clause(settings: Settings) -> str:
 
 
 def _client_options(url: StoreURL) -> dict[str, Any]:
-    known = {
+    known: dict[str, Callable[[str], Any]] = {
         "connect_timeout": partial(_seconds, "connect_timeout"),
         "send_receive_timeout": partial(_seconds, "send_receive_timeout"),
         "verify": _boolean,
@@ -476,7 +477,7 @@ class _translated_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None or not isinstance(exc, ch_errors.Error | RuntimeError):
             return False
         text = str(exc)

@@ -7,6 +7,7 @@ same table on every backend.
 from __future__ import annotations
 
 import threading
+from typing import Literal
 
 import duckdb
 import pyarrow as pa
@@ -174,7 +175,9 @@ class _translated_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(
+        self, exc_type: type | None, exc: BaseException | None, tb: object
+    ) -> Literal[False]:
         if exc is None or not isinstance(exc, duckdb.Error):
             return False
         text = str(exc).strip()
