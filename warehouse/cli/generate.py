@@ -102,6 +102,7 @@ def generate(
             written = write_requests(out, batches, advance)
             where = str(out)
         else:
+            assert send is not None  # exactly one of out and send, checked above
             headers = key_values(header, "--header", "NAME: VALUE", value=nonempty, sep=":")
             sender = Sender(send, via=via, rate=rate, headers=dict(headers))
             stack.callback(sender.close)

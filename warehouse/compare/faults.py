@@ -58,6 +58,11 @@ class FaultyStore:
     ) -> None:
         self._store.command(sql, parameters, settings)
 
+    def as_tenant(self, tenant: str) -> Store:
+        """The wrapped store's tenant view, unperturbed (faults apply to this store's
+        own reads)."""
+        return self._store.as_tenant(tenant)
+
     def query_arrow(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
     ) -> pa.Table:
