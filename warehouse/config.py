@@ -184,7 +184,8 @@ def load_config(config_file: str | Path | None = None, **overrides: Any) -> Conf
     # An empty value (`LLMWH_STORE=`) means "not set": the default applies.
     return Config(
         **{
-            name: _coerce(name, known[name].type, value)
+            # Field types are strings here (postponed annotations); str() tells mypy.
+            name: _coerce(name, str(known[name].type), value)
             for name, value in values.items()
             if value != ""
         }
@@ -253,7 +254,9 @@ def setting_help(name: str) -> str:
 @cache
 def _docstrings() -> dict[str, str]:
     """Each field's docstring (the string after it in the class body), lines joined."""
-    body = ast.parse(inspect.getsource(Config)).body[0].body
+    config_class = ast.parse(inspect.getsource(Config)).body[0]
+    assert isinstance(config_class, ast.ClassDef)
+    body = config_class.body
     found = {}
     for field, doc in pairwise(body):
         if (
