@@ -263,6 +263,12 @@ def with_tenant(decoded: DecodedWrite, tenant: str) -> DecodedWrite:
     series = series.set_column(
         index, series.schema.field(index), pa.array(labels, series.schema.field(index).type)
     )
+    # A series whose sender set `__tenant__` may now be another series of the write (the
+    # same labels once the tenant replaced it): write it once, as the C decoder does.
+    groups = pc.index_in(new, value_set=pc.unique(new)).to_numpy()
+    _, first = np.unique(groups, return_index=True)
+    if len(first) < series.num_rows:
+        series = series.take(pa.array(np.sort(first)))
     return replace(
         decoded,
         series=series,

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from payloads import v1
 
@@ -308,6 +308,11 @@ def test_random_bodies_decode_as_python_decodes_them(raw, data):
 @needs_extension
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(bodies, min_size=1, max_size=4), st.sampled_from(["acme", "t-1", "ü"]))
+# A sender's `__tenant__` replaced, two series become one: it is written once.
+@example(
+    [v1(([("__name__", "x")], [(0, 0.0)]), ([("__name__", "x"), ("__tenant__", "x")], [(0, 0.0)]))],
+    "acme",
+)
 def test_a_tenants_bodies_decode_as_python_decodes_and_tags_them(raw, tenant):
     # In multi-tenant mode the C decoder sets each series' `__tenant__` (a sender's
     # replaced) and hashes it into the id, as with_tenant does after the Python decoder.
