@@ -19,7 +19,16 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from warehouse.config import Config
 from warehouse.errors import StoreError, UnsupportedMediaType
 from warehouse.ingest import events
-from warehouse.ingest.http import Receive, Scope, Send, header, media_type, require_snappy, respond
+from warehouse.ingest.http import (
+    Receive,
+    Scope,
+    Send,
+    content_encoding,
+    header,
+    media_type,
+    require_snappy,
+    respond,
+)
 from warehouse.ingest.otlp import wire as otlp_wire
 from warehouse.ingest.otlp.exports import OtlpExports
 from warehouse.ingest.receiver_metrics import ReceiverMetrics
@@ -113,7 +122,7 @@ async def requests(receiver: Receiver, scope: Scope, receive: Receive, send: Sen
             f"unsupported Content-Type {kind or '(none)'!r}: per-request events are "
             "application/x-ndjson or application/vnd.apache.arrow.stream"
         )
-    encoding = (header(scope, "content-encoding") or "identity").strip().lower()
+    encoding = content_encoding(scope, "identity")
     if encoding not in DECOMPRESSORS:
         raise UnsupportedMediaType(
             f"unsupported Content-Encoding {encoding!r}: use identity, gzip or zstd"
@@ -149,7 +158,7 @@ async def _otlp_body(receiver: Receiver, scope: Scope, receive: Receive) -> tupl
             f"unsupported Content-Type {kind or '(none)'!r}: OTLP/HTTP takes "
             f"{otlp_wire.PROTOBUF} or {otlp_wire.JSON}"
         )
-    encoding = (header(scope, "content-encoding") or "identity").strip().lower()
+    encoding = content_encoding(scope, "identity")
     if encoding not in ("identity", "gzip"):
         raise UnsupportedMediaType(
             f"unsupported Content-Encoding {encoding!r}: OTLP/HTTP takes gzip or none"

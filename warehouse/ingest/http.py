@@ -12,6 +12,7 @@ __all__ = [
     "Receive",
     "Scope",
     "Send",
+    "content_encoding",
     "header",
     "header_values",
     "media_type",
@@ -129,9 +130,14 @@ async def respond(
     await send({"type": "http.response.body", "body": payload})
 
 
+def content_encoding(scope: Scope, default: str) -> str:
+    """The request's Content-Encoding, lower case; ``default`` when it names none."""
+    return (header(scope, "content-encoding") or default).strip().lower()
+
+
 def require_snappy(scope: Scope, what: str) -> None:
     """Remote write and read bodies are snappy (block format), the default when unsaid."""
-    encoding = (header(scope, "content-encoding") or "snappy").strip().lower()
+    encoding = content_encoding(scope, "snappy")
     if encoding != "snappy":
         raise UnsupportedMediaType(
             f"unsupported Content-Encoding {encoding!r}: {what} bodies are snappy (block format)"
