@@ -10,7 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from stores import BACKENDS, POLICED_DATABASES, TENANCY_DATABASE, fresh_store, store_url
+from stores import (
+    BACKENDS,
+    POLICED_DATABASES,
+    TENANCY_DATABASE,
+    MigratedPool,
+    fresh_store,
+    store_url,
+)
 
 from warehouse.store import DEFAULT_DATABASE, Store
 from warehouse.store.embedded import ServerInfo, start_server, stop_server
@@ -40,18 +47,33 @@ def chdb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("chdb")
 
 
+@pytest.fixture(scope="session")
+def migrated_pool() -> MigratedPool:
+    return MigratedPool()
+
+
 @pytest.fixture(params=BACKENDS)
 def store(
-    request: pytest.FixtureRequest, embedded_server: ServerInfo, chdb_path: Path, tmp_path: Path
+    request: pytest.FixtureRequest,
+    embedded_server: ServerInfo,
+    chdb_path: Path,
+    tmp_path: Path,
+    migrated_pool: MigratedPool,
 ) -> Iterator[Store]:
-    """An empty store (no database yet) on each backend."""
-    with fresh_store(store_url(request.param, embedded_server, chdb_path, tmp_path)) as opened:
-        yield opened
+    """An empty store (no database yet) on each backend; for a test that takes
+    ``migrated``, a migrated one with no rows, from the pool on ClickHouse."""
+    url = store_url(request.param, embedded_server, chdb_path, tmp_path)
+    if "migrated" in request.fixturenames and request.param != "duckdb":
+        with migrated_pool.take(url) as opened:
+            yield opened
+    else:
+        with fresh_store(url) as opened:
+            yield opened
 
 
 @pytest.fixture
 def migrated(store: Store) -> Store:
-    """A store with every migration applied."""
+    """A store with every migration applied and no rows."""
     Migrator(store).up()
     return store
 
