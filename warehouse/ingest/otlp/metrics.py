@@ -29,8 +29,9 @@ import base64
 import json
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -65,6 +66,10 @@ _Meta = proto.V2.Metadata
 _COUNTER, _GAUGE = _Meta.METRIC_TYPE_COUNTER, _Meta.METRIC_TYPE_GAUGE
 _HISTOGRAM, _SUMMARY = _Meta.METRIC_TYPE_HISTOGRAM, _Meta.METRIC_TYPE_SUMMARY
 _UNKNOWN = _Meta.METRIC_TYPE_UNSPECIFIED
+
+
+_Summer = Callable[..., Summed]
+"""Sums a delta point into its stream: ``(kind, shape, values, reshape=None)``."""
 
 
 @dataclass
@@ -247,12 +252,13 @@ class _Metric:
         if kind is None:
             return 0  # no points: nothing to take or refuse
         data = getattr(metric, kind)
+        monotonic_sum = partial(_sum, monotonic=metric.sum.is_monotonic)
         plan, metric_type = {
-            "gauge": (self._gauge, _UNKNOWN if _prometheus_type(metric) == "unknown" else _GAUGE),
-            "sum": (self._sum, _COUNTER if metric.sum.is_monotonic else _GAUGE),
-            "histogram": (self._histogram, _HISTOGRAM),
-            "exponential_histogram": (self._native, _HISTOGRAM),
-            "summary": (self._summary, _SUMMARY),
+            "gauge": (_gauge, _UNKNOWN if _prometheus_type(metric) == "unknown" else _GAUGE),
+            "sum": (monotonic_sum, _COUNTER if metric.sum.is_monotonic else _GAUGE),
+            "histogram": (_histogram, _HISTOGRAM),
+            "exponential_histogram": (_native, _HISTOGRAM),
+            "summary": (_summary, _SUMMARY),
         }[kind]
         name = metric_name(
             metric.name,
@@ -274,7 +280,8 @@ class _Metric:
                 if point.time_unix_nano < self.not_before_ns:
                     raise _Refused("a data point older than the samples retention")
                 labels = self._labels(point, name)
-                writes = plan(point, labels, name, temporality == _DELTA)
+                summed = partial(self._summed, point, labels) if temporality == _DELTA else None
+                writes = plan(point, labels, name, summed)
                 self.out.write(writes, owner, metric.description, unit)
             except _Refused as exc:
                 self.result.note(1, f"metric {metric.name!r}: {exc}")
@@ -282,145 +289,6 @@ class _Metric:
             self.result.points += 1
             self.latest = max(self.latest, point.time_unix_nano)
         return self.latest
-
-    # -- one plan per kind: the series a point becomes ------------------------------------
-
-    def _gauge(self, point, labels, name, delta) -> list[_Write]:
-        return [_Write(labels, _stale_or(point, _number(point)), point.time_unix_nano)]
-
-    def _sum(self, point, labels, name, delta) -> list[_Write]:
-        value, start = _number(point), point.start_time_unix_nano
-        if delta:
-            summed = self._summed(point, labels, "sum", None, {"value": value})
-            value, start = summed.totals["value"], summed.start
-        if not self.metric.sum.is_monotonic:
-            return [_Write(labels, _stale_or(point, value), point.time_unix_nano)]
-        return [
-            _Write(
-                labels,
-                _stale_or(point, value),
-                point.time_unix_nano,
-                start,
-                exemplars=list(point.exemplars),
-            )
-        ]
-
-    def _histogram(self, point, labels, name, delta) -> list[_Write]:
-        counts = list(point.bucket_counts)
-        bounds = list(point.explicit_bounds) if counts else []  # no buckets: only +Inf
-        if len(bounds) > MAX_BUCKETS:
-            raise _Refused(f"{len(bounds)} bucket bounds, more than {MAX_BUCKETS}")
-        if counts and len(counts) != len(bounds) + 1:
-            raise _Refused(f"{len(counts)} bucket counts for {len(bounds)} bounds")
-        if not all(math.isfinite(b) for b in bounds) or bounds != sorted(set(bounds)):
-            raise _Refused("explicit bounds are not finite and strictly increasing")
-        count, total, start = point.count, point.sum, point.start_time_unix_nano
-        if delta:
-            values = {"count": count, "sum": total, **dict(enumerate(counts))}
-            summed = self._summed(point, labels, "histogram", tuple(bounds), values)
-            count, total, start = summed.totals["count"], summed.totals["sum"], summed.start
-            counts = [summed.totals.get(i, 0) for i in range(len(counts))]
-        labels = {k: v for k, v in labels.items() if k != "le"}  # the buckets' own label
-        at = point.time_unix_nano
-        writes, running = [], 0
-        for bound, bucket in zip(bounds, counts, strict=False):
-            running += bucket
-            bucket_labels = {**labels, "__name__": f"{name}_bucket", "le": le_value(bound)}
-            writes.append(_Write(bucket_labels, _stale_or(point, running), at, start))
-        # +Inf is the count, as every bucket's upper bound is.
-        infinite = {**labels, "__name__": f"{name}_bucket", "le": "+Inf"}
-        writes.append(_Write(infinite, _stale_or(point, count), at, start))
-        for exemplar in point.exemplars:  # on the bucket the value falls in
-            value = _number(exemplar)
-            index = next((i for i, b in enumerate(bounds) if value <= b), len(bounds))
-            writes[index].exemplars.append(exemplar)
-        writes.append(
-            _Write({**labels, "__name__": f"{name}_count"}, _stale_or(point, count), at, start)
-        )
-        if point.HasField("sum") or total:
-            writes.append(
-                _Write({**labels, "__name__": f"{name}_sum"}, _stale_or(point, total), at, start)
-            )
-        return writes
-
-    def _native(self, point, labels, name, delta) -> list[_Write]:
-        if point.scale < _MIN_SCALE:
-            raise _Refused(f"scale {point.scale} is below Prometheus's {_MIN_SCALE}")
-        widest = max(len(point.positive.bucket_counts), len(point.negative.bucket_counts))
-        if widest > MAX_BUCKETS:
-            raise _Refused(f"{widest} buckets on a side, more than {MAX_BUCKETS}")
-        threshold = point.zero_threshold or _DEFAULT_ZERO_THRESHOLD
-        if not (math.isfinite(threshold) and threshold > 0):
-            raise _Refused(f"zero threshold {point.zero_threshold!r}")
-        scale = min(point.scale, _MAX_SCALE)
-        shift = point.scale - scale
-        positive = native_histograms.from_otlp(
-            point.positive.offset, point.positive.bucket_counts, shift
-        )
-        negative = native_histograms.from_otlp(
-            point.negative.offset, point.negative.bucket_counts, shift
-        )
-        count, total, zero = point.count, point.sum, point.zero_count
-        start = point.start_time_unix_nano
-        if delta:
-            values = {
-                "count": count,
-                "sum": total,
-                "zero": zero,
-                **{("p", i): c for i, c in positive.items()},
-                **{("n", i): c for i, c in negative.items()},
-            }
-            summed = self._summed(
-                point, labels, "native", (scale, threshold), values,
-                native_histograms.coarser_scale,
-            )  # fmt: skip
-            totals, (scale, threshold) = summed.totals, summed.shape
-            count, total, zero, start = totals["count"], totals["sum"], totals["zero"], summed.start
-            positive = {k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "p"}
-            negative = {k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "n"}
-        native = {
-            "schema": scale,
-            "zero_threshold": threshold,
-            "zero_count_int": zero,
-            "sum": total,
-            "timestamp": point.time_unix_nano // 1_000_000,
-            "start_timestamp": start // 1_000_000,
-        }
-        if point.flags & _NO_RECORDED_VALUE:
-            native["count_float"] = native["sum"] = _STALE_NAN
-        else:
-            native["count_int"] = count
-        for sign, buckets in (("positive", positive), ("negative", negative)):
-            spans, deltas = native_histograms.spans_and_deltas(buckets)
-            native[f"{sign}_spans"] = [{"offset": o, "length": n} for o, n in spans]
-            native[f"{sign}_deltas"] = deltas
-        if not (
-            count < _UINT64
-            and zero < _UINT64
-            and all(-_INT64 <= d < _INT64 for d in native["positive_deltas"])
-            and all(-_INT64 <= d < _INT64 for d in native["negative_deltas"])
-        ):
-            raise _Refused("a bucket count too large for a native histogram")
-        write = _Write(labels, None, point.time_unix_nano, native=native)
-        write.exemplars.extend(point.exemplars)
-        return [write]
-
-    def _summary(self, point, labels, name, delta) -> list[_Write]:
-        labels = {k: v for k, v in labels.items() if k != "quantile"}  # the series' own label
-        at, start = point.time_unix_nano, point.start_time_unix_nano
-        writes = [
-            _Write({**labels, "quantile": le_value(q.quantile)}, _stale_or(point, q.value), at)
-            for q in point.quantile_values
-        ]
-        writes.append(
-            _Write(
-                {**labels, "__name__": f"{name}_count"}, _stale_or(point, point.count), at, start
-            )
-        )
-        writes.append(
-            _Write({**labels, "__name__": f"{name}_sum"}, _stale_or(point, point.sum), at, start)
-        )
-        return writes
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -440,6 +308,149 @@ class _Metric:
             )
         except Overlap as exc:
             raise _Refused(str(exc)) from None
+
+
+# -- one plan per kind: the series a point becomes ----------------------------------------
+# ``summed`` sums a delta point into its stream (None for a cumulative one).
+
+
+def _gauge(point, labels: dict[str, str], name: str, summed: _Summer | None) -> list[_Write]:
+    return [_Write(labels, _stale_or(point, _number(point)), point.time_unix_nano)]
+
+
+def _sum(
+    point, labels: dict[str, str], name: str, summed: _Summer | None, *, monotonic: bool
+) -> list[_Write]:
+    value, start = _number(point), point.start_time_unix_nano
+    if summed:
+        stream = summed("sum", None, {"value": value})
+        value, start = stream.totals["value"], stream.start
+    if not monotonic:
+        return [_Write(labels, _stale_or(point, value), point.time_unix_nano)]
+    return [
+        _Write(
+            labels,
+            _stale_or(point, value),
+            point.time_unix_nano,
+            start,
+            exemplars=list(point.exemplars),
+        )
+    ]
+
+
+def _histogram(point, labels: dict[str, str], name: str, summed: _Summer | None) -> list[_Write]:
+    counts = list(point.bucket_counts)
+    bounds = list(point.explicit_bounds) if counts else []  # no buckets: only +Inf
+    if len(bounds) > MAX_BUCKETS:
+        raise _Refused(f"{len(bounds)} bucket bounds, more than {MAX_BUCKETS}")
+    if counts and len(counts) != len(bounds) + 1:
+        raise _Refused(f"{len(counts)} bucket counts for {len(bounds)} bounds")
+    if not all(math.isfinite(b) for b in bounds) or bounds != sorted(set(bounds)):
+        raise _Refused("explicit bounds are not finite and strictly increasing")
+    count, total, start = point.count, point.sum, point.start_time_unix_nano
+    if summed:
+        values = {"count": count, "sum": total, **dict(enumerate(counts))}
+        stream = summed("histogram", tuple(bounds), values)
+        count, total, start = stream.totals["count"], stream.totals["sum"], stream.start
+        counts = [stream.totals.get(i, 0) for i in range(len(counts))]
+    labels = {k: v for k, v in labels.items() if k != "le"}  # the buckets' own label
+    at = point.time_unix_nano
+    writes, running = [], 0
+    for bound, bucket in zip(bounds, counts, strict=False):
+        running += bucket
+        bucket_labels = {**labels, "__name__": f"{name}_bucket", "le": le_value(bound)}
+        writes.append(_Write(bucket_labels, _stale_or(point, running), at, start))
+    # +Inf is the count, as every bucket's upper bound is.
+    infinite = {**labels, "__name__": f"{name}_bucket", "le": "+Inf"}
+    writes.append(_Write(infinite, _stale_or(point, count), at, start))
+    for exemplar in point.exemplars:  # on the bucket the value falls in
+        value = _number(exemplar)
+        index = next((i for i, b in enumerate(bounds) if value <= b), len(bounds))
+        writes[index].exemplars.append(exemplar)
+    writes.append(
+        _Write({**labels, "__name__": f"{name}_count"}, _stale_or(point, count), at, start)
+    )
+    if point.HasField("sum") or total:
+        writes.append(
+            _Write({**labels, "__name__": f"{name}_sum"}, _stale_or(point, total), at, start)
+        )
+    return writes
+
+
+def _native(point, labels: dict[str, str], name: str, summed: _Summer | None) -> list[_Write]:
+    if point.scale < _MIN_SCALE:
+        raise _Refused(f"scale {point.scale} is below Prometheus's {_MIN_SCALE}")
+    widest = max(len(point.positive.bucket_counts), len(point.negative.bucket_counts))
+    if widest > MAX_BUCKETS:
+        raise _Refused(f"{widest} buckets on a side, more than {MAX_BUCKETS}")
+    threshold = point.zero_threshold or _DEFAULT_ZERO_THRESHOLD
+    if not (math.isfinite(threshold) and threshold > 0):
+        raise _Refused(f"zero threshold {point.zero_threshold!r}")
+    scale = min(point.scale, _MAX_SCALE)
+    shift = point.scale - scale
+    positive = native_histograms.from_otlp(
+        point.positive.offset, point.positive.bucket_counts, shift
+    )
+    negative = native_histograms.from_otlp(
+        point.negative.offset, point.negative.bucket_counts, shift
+    )
+    count, total, zero = point.count, point.sum, point.zero_count
+    start = point.start_time_unix_nano
+    if summed:
+        values = {
+            "count": count,
+            "sum": total,
+            "zero": zero,
+            **{("p", i): c for i, c in positive.items()},
+            **{("n", i): c for i, c in negative.items()},
+        }
+        stream = summed("native", (scale, threshold), values, native_histograms.coarser_scale)
+        totals, (scale, threshold) = stream.totals, stream.shape
+        count, total, zero, start = totals["count"], totals["sum"], totals["zero"], stream.start
+        positive = {k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "p"}
+        negative = {k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "n"}
+    native = {
+        "schema": scale,
+        "zero_threshold": threshold,
+        "zero_count_int": zero,
+        "sum": total,
+        "timestamp": point.time_unix_nano // 1_000_000,
+        "start_timestamp": start // 1_000_000,
+    }
+    if point.flags & _NO_RECORDED_VALUE:
+        native["count_float"] = native["sum"] = _STALE_NAN
+    else:
+        native["count_int"] = count
+    for sign, buckets in (("positive", positive), ("negative", negative)):
+        spans, deltas = native_histograms.spans_and_deltas(buckets)
+        native[f"{sign}_spans"] = [{"offset": o, "length": n} for o, n in spans]
+        native[f"{sign}_deltas"] = deltas
+    if not (
+        count < _UINT64
+        and zero < _UINT64
+        and all(-_INT64 <= d < _INT64 for d in native["positive_deltas"])
+        and all(-_INT64 <= d < _INT64 for d in native["negative_deltas"])
+    ):
+        raise _Refused("a bucket count too large for a native histogram")
+    write = _Write(labels, None, point.time_unix_nano, native=native)
+    write.exemplars.extend(point.exemplars)
+    return [write]
+
+
+def _summary(point, labels: dict[str, str], name: str, summed: _Summer | None) -> list[_Write]:
+    labels = {k: v for k, v in labels.items() if k != "quantile"}  # the series' own label
+    at, start = point.time_unix_nano, point.start_time_unix_nano
+    writes = [
+        _Write({**labels, "quantile": le_value(q.quantile)}, _stale_or(point, q.value), at)
+        for q in point.quantile_values
+    ]
+    writes.append(
+        _Write({**labels, "__name__": f"{name}_count"}, _stale_or(point, point.count), at, start)
+    )
+    writes.append(
+        _Write({**labels, "__name__": f"{name}_sum"}, _stale_or(point, point.sum), at, start)
+    )
+    return writes
 
 
 def _number(point) -> float:
