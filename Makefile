@@ -15,10 +15,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/llmwh serve --demo
 
+# One pytest worker per core, each with its own embedded server; a module's tests stay
+# on one worker, so a module fixture (a Prometheus, a shared store) starts once.
 test: $(STAMP) system-deps
 	$(BIN)/ruff check warehouse tests benchmarks fuzz
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadscope
 
 # Unit tests only: no server, no system packages.
 test-fast: $(STAMP)
