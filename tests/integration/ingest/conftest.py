@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from asgi import Client
@@ -50,9 +51,10 @@ def refusing_client(module_migrated, client_for) -> Client:
     return client_for(module_migrated)
 
 
-@pytest.fixture
-def receiver(embedded_server, tmp_path):
-    """`llmwh serve` on the session's ClickHouse, in a database of its own."""
+@contextmanager
+def serving(embedded_server, cwd) -> Iterator[tuple[str, str]]:
+    """`llmwh serve` on the session's ClickHouse, in a database of its own:
+    (its base URL, its store URL)."""
     url = embedded_server.store_url(f"prw_{uuid.uuid4().hex[:10]}")
     port = free_port()
     process = subprocess.Popen(
@@ -69,7 +71,7 @@ def receiver(embedded_server, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        cwd=tmp_path,
+        cwd=cwd,
         env={k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")},
     )
     try:
@@ -81,3 +83,17 @@ def receiver(embedded_server, tmp_path):
         store = open_store(url)
         store.command(f"DROP DATABASE IF EXISTS {store.database}")
         store.close()
+
+
+@pytest.fixture
+def receiver(embedded_server, tmp_path):
+    """`llmwh serve` on the session's ClickHouse, in a database of its own."""
+    with serving(embedded_server, tmp_path) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def module_receiver(embedded_server, tmp_path_factory):
+    """One `llmwh serve` for a module whose tests only add what the others never read."""
+    with serving(embedded_server, tmp_path_factory.mktemp("serve")) as served:
+        yield served

@@ -62,10 +62,14 @@ def write(url: str, name: str, points: list[tuple[int, float]]) -> None:
         assert response.status == 204
 
 
-@pytest.fixture
-def both(receiver, tmp_path):
-    """(the writing Prometheus, the reading one, the window both hold, the warehouse)."""
-    url, _ = receiver
+@pytest.fixture(scope="module")
+def both(module_receiver, tmp_path_factory):
+    """(the writing Prometheus, the reading one, the window both hold, the warehouse).
+
+    One run for the module: the crafted series a test writes is one no query of the
+    other test selects."""
+    url, _ = module_receiver
+    tmp_path = tmp_path_factory.mktemp("prometheus")
     writer, written = start_prometheus(tmp_path / "writer", remote_write=f"{url}/api/v1/write")
     reader = None
     try:
