@@ -21,14 +21,9 @@ from warehouse.model import LATENCY_COLUMNS, ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMEN
 from warehouse.query import dialects, local_merge
 from warehouse.query.registry import GOOD_COUNT, Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
+from warehouse.rollup_measures import BUILT_IN, check_prefix, position_columns, rollup_columns
 from warehouse.store.base import Capabilities, quote_identifier
-from warehouse.store.rollup_columns import (
-    BUILT_IN,
-    bucket_rows,
-    check_prefix,
-    position_columns,
-    rollup_columns,
-)
+from warehouse.store.rollup_columns import bucket_rows
 
 __all__ = [
     "HISTOGRAM_ERROR",
@@ -94,7 +89,7 @@ class Question:
     ``other`` (to bound the cardinality of exported labels)."""
     checks: Sequence[tuple[str, float]] = ()
     """(latency column, limit) pairs whose position counts to return, for exact tests of
-    percentile objectives (see :func:`warehouse.store.rollup_columns.position_columns`);
+    percentile objectives (see :func:`warehouse.rollup_measures.position_columns`);
     only a rollup that keeps them (an SLO's) returns them."""
     spans: Sequence[TimeRange] = ()
     """Parts of ``range`` answered by the same query (an SLA report's burn windows): the

@@ -3,7 +3,7 @@
 A question that an SLO's rollup answers in pieces (whole hours, whole minutes, raw rows
 for the ragged ends) is fetched as one ``UNION ALL`` of plain reads: the rollup rows of
 each piece as they are stored, and each request of the ragged ends as the rollup row it
-alone would make (:attr:`~warehouse.store.rollup_columns.RollupColumn.per_request`).
+alone would make (:attr:`~warehouse.rollup_measures.RollupColumn.per_request`).
 The rows are then merged and the measures computed in the client, with polars and
 numpy. ClickHouse plans every read of a union anew, and planning the report's twenty-odd
 aggregates over each piece cost more than reading them (docs/benchmarks.md, "SLO

@@ -44,8 +44,8 @@ from warehouse.query.run import execute, execute_all, submit
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.query.slo_rollup import SloRollup, percentile_verdicts
 from warehouse.query.timerange import TimeRange, ceil_to
+from warehouse.rollup_measures import check_prefix, position_columns
 from warehouse.store.base import Store
-from warehouse.store.rollup_columns import check_prefix, position_columns
 
 __all__ = ["budget_remaining", "burn_rate", "evaluate", "held", "scoped_filters"]
 

@@ -4,7 +4,7 @@ An SLO's rollup keeps, per minute and group of its dimensions, the valid request
 probes) within its scope: ``requests``, ``errors``, ``rejections`` and ``good`` (ok and
 within every per-request threshold) as exact counts, and for each objective what it
 needs: a latency histogram and the position counts of each percentile objective's limit
-(:func:`warehouse.store.rollup_columns.position_columns`), so that whether
+(:func:`warehouse.rollup_measures.position_columns`), so that whether
 ``p95(ttft_ms) <= 200`` holds over any set of minutes is decided exactly; sums for
 averages, the KV-cache hit ratio and decode speed. Its name carries a version, a hash of
 all that shapes its rows: changing a threshold makes a new rollup (docs/slo-rollups.md).
@@ -36,16 +36,9 @@ from warehouse.query.registry import (
     measure,
 )
 from warehouse.query.slo import OPERATORS, SLO, Objective
+from warehouse.rollup_measures import RollupColumn, check_prefix, position_columns, rollup_column
 from warehouse.store.base import Capabilities
-from warehouse.store.rollup_columns import (
-    REQUEST_COLUMN_TYPES,
-    RollupColumn,
-    bucket_rows,
-    check_prefix,
-    position_columns,
-    request_rows,
-    rollup_column,
-)
+from warehouse.store.rollup_columns import REQUEST_COLUMN_TYPES, bucket_rows, request_rows
 
 __all__ = [
     "DEFAULT_DIMENSIONS",

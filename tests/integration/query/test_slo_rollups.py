@@ -30,7 +30,8 @@ from warehouse.query.run import ask
 from warehouse.query.slo import load_slo, parse_slo
 from warehouse.query.slo_rollup import SloRollup
 from warehouse.query.timerange import TimeRange
-from warehouse.store.rollup_columns import BUILT_IN, bucket_rows, request_rows, rollup_columns
+from warehouse.rollup_measures import BUILT_IN, rollup_columns
+from warehouse.store.rollup_columns import bucket_rows, request_rows
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
 

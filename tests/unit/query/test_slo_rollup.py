@@ -13,8 +13,8 @@ from warehouse.query.builder import Question, compile_question
 from warehouse.query.slo import parse_objective, parse_slo
 from warehouse.query.slo_rollup import SloRollup, percentile_verdicts
 from warehouse.query.timerange import TimeRange
+from warehouse.rollup_measures import check_prefix
 from warehouse.store.clickhouse import SERVER as CLICKHOUSE
-from warehouse.store.rollup_columns import check_prefix
 
 CHAT = """
 name = "chat"
