@@ -65,14 +65,17 @@ class MigratedPool:
     it is exactly as the migrations left it once every table is emptied: the same tables
     with the same definitions (so a test that applied an SLO rollup, altered a view or
     ran a migration down hands back a database that is dropped instead), the same
-    migrations recorded, no rows left after ``TRUNCATE`` and its refreshable views
-    scheduled again. ``TRUNCATE`` also clears a table's deduplication log, so a retried
+    migrations recorded and no rows left after ``TRUNCATE``. Its refreshable views wait
+    stopped in the pool (each refresh costs the server CPU) and are scheduled again when
+    it is taken. ``TRUNCATE`` also clears a table's deduplication log, so a retried
     insert in the next test is not taken for a duplicate of this one's.
     """
 
     def __init__(self) -> None:
         self._free: dict[str, list[str]] = {}
         self._as_migrated: dict[str, str] = {}
+        self._stopped: dict[str, list[str]] = {}
+        """The refreshable views of a free database, stopped while it waits."""
 
     @contextmanager
     def take(self, url: str) -> Iterator[Store]:
@@ -85,12 +88,16 @@ class MigratedPool:
             url = free.pop()
         opened = open_store(url)
         try:
+            for view in self._stopped.pop(url, []):
+                opened.command(f"SYSTEM START VIEW {opened.database}.{view}")
             if url not in self._as_migrated:
                 Migrator(opened).up()
                 self._as_migrated[url] = _definition(opened)
             yield opened
         finally:
-            if self._emptied(opened, url):
+            stopped = self._emptied(opened, url)
+            if stopped is not None:
+                self._stopped[url] = stopped
                 free.append(url)
             else:
                 self._as_migrated.pop(url, None)
@@ -98,10 +105,12 @@ class MigratedPool:
                 _taken.discard(opened.database)
             opened.close()
 
-    def _emptied(self, store: Store, url: str) -> bool:
+    def _emptied(self, store: Store, url: str) -> list[str] | None:
+        """Empty the database: its refreshable views, stopped (started again when the
+        database is next taken), or None when it cannot be reused."""
         try:
             if _definition(store) != self._as_migrated.get(url):
-                return False
+                return None
             db = store.database
             refreshes = f"SELECT view FROM system.view_refreshes WHERE database = '{db}'"
             views = _column(store, refreshes)
@@ -112,7 +121,7 @@ class MigratedPool:
             deadline = time.monotonic() + 10
             while _column(store, running):
                 if time.monotonic() > deadline:
-                    return False
+                    return None
                 time.sleep(0.02)
             filled = (
                 f"SELECT DISTINCT table FROM system.parts WHERE database = '{db}' AND active "
@@ -120,13 +129,9 @@ class MigratedPool:
             )
             for table in _column(store, filled):
                 store.command(f"TRUNCATE TABLE {db}.`{table}`")
-            if _column(store, filled):
-                return False
-            for view in views:
-                store.command(f"SYSTEM START VIEW {db}.{view}")
-            return True
+            return None if _column(store, filled) else views
         except StoreError:
-            return False
+            return None
 
 
 _DATABASE = re.compile(r"(?:database=|/)([a-z0-9_]+)$")
