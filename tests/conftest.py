@@ -73,7 +73,11 @@ def store(
 
 @pytest.fixture
 def migrated(store: Store) -> Store:
-    """A store with every migration applied and no rows."""
+    """A store with every migration applied, with the default settings, and no rows.
+
+    Not to be overridden: ``store`` hands a test that takes ``migrated`` a database
+    migrated already. A module that migrates with other settings names its fixture
+    otherwise and migrates ``store`` itself."""
     Migrator(store).up()
     return store
 
