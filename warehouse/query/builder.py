@@ -218,10 +218,8 @@ class Compiled:
     ends hold more requests than :data:`~warehouse.query.local_merge.MAX_REQUESTS`."""
 
     def render(self, dialect: str) -> str:
-        """The SQL for a store of ``dialect``. It is written in ClickHouse SQL, so a
-        ClickHouse store takes it as it is: a round trip through sqlglot cost 15 ms a
-        query, more than a rollup's answer."""
-        return self.sql if dialect == "clickhouse" else dialects.transpile(self.sql, dialect)
+        """The SQL for a store of ``dialect``."""
+        return dialects.transpile(self.sql, dialect)
 
 
 def compile_question(

@@ -104,7 +104,7 @@ def run_read_only(
         scoped = store.as_tenant(tenant)
         parameters = {**(parameters or {}), _TENANT_PARAMETER: tenant}
         return scoped.query_arrow(dialects.render(tree, dialect), parameters)
-    if dialect == "clickhouse":
+    if dialect == dialects.SOURCE:
         # The user's own text, so every ClickHouse feature works as written.
         return store.query_arrow(sql, parameters, settings={"readonly": 1})
     if tree is None:

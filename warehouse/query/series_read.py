@@ -190,8 +190,7 @@ def _sql(
         f"FROM {db}.series WHERE {where} GROUP BY id"
         ") AS se ON se.id = sa.id LIMIT {rows:UInt64}"
     )
-    dialect = store.capabilities.dialect
-    return (sql if dialect == "clickhouse" else dialects.transpile(sql, dialect)), parameters
+    return dialects.transpile(sql, store.capabilities.dialect), parameters
 
 
 def _rows(store: Store, table: str, within: str, columns: dict[str, str]) -> str:
