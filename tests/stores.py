@@ -62,10 +62,11 @@ class MigratedPool:
 
     A migration costs about a second on the embedded server and on chdb; about 400 tests
     start from a migrated, empty store. A database a test gave back is reused only when
-    it is exactly as the migrations left it once every table is emptied: the same tables
-    with the same definitions (so a test that applied an SLO rollup, altered a view or
-    ran a migration down hands back a database that is dropped instead), the same
-    migrations recorded and no rows left after ``TRUNCATE``. Its refreshable views wait
+    it is exactly as the migrations left it once what the test added (an SLO rollup's
+    tables and views) is dropped and every table emptied: the same tables with the same
+    definitions (so a test that altered a view, changed a TTL or ran a migration down
+    hands back a database that is dropped instead), the same migrations recorded and no
+    rows left after ``TRUNCATE``. Its refreshable views wait
     stopped in the pool (each refresh costs the server CPU) and are scheduled again when
     it is taken. ``TRUNCATE`` also clears a table's deduplication log, so a retried
     insert in the next test is not taken for a duplicate of this one's.
@@ -74,6 +75,8 @@ class MigratedPool:
     def __init__(self) -> None:
         self._free: dict[str, list[str]] = {}
         self._as_migrated: dict[str, str] = {}
+        self._made: dict[str, frozenset[str]] = {}
+        """The names of the tables and views the migrations made, per database."""
         self._stopped: dict[str, list[str]] = {}
         """The refreshable views of a free database, stopped while it waits."""
 
@@ -93,6 +96,7 @@ class MigratedPool:
             if url not in self._as_migrated:
                 Migrator(opened).up()
                 self._as_migrated[url] = _definition(opened)
+                self._made[url] = frozenset(_column(opened, _names(opened)))
             yield opened
         finally:
             stopped = self._emptied(opened, url)
@@ -109,7 +113,7 @@ class MigratedPool:
         """Empty the database: its refreshable views, stopped (started again when the
         database is next taken), or None when it cannot be reused."""
         try:
-            if _definition(store) != self._as_migrated.get(url):
+            if not self._only_added_to(store, url):
                 return None
             db = store.database
             refreshes = f"SELECT view FROM system.view_refreshes WHERE database = '{db}'"
@@ -133,6 +137,20 @@ class MigratedPool:
         except StoreError:
             return None
 
+    def _only_added_to(self, store: Store, url: str) -> bool:
+        """Drop what a test added beside the migrations' tables (an SLO rollup's tables
+        and views); False when it changed what the migrations made."""
+        migrated = self._as_migrated.get(url)
+        if migrated is None:
+            return False
+        db = store.database
+        listed = store.query_arrow(_names(store, "name, engine")).to_pylist()
+        added = [row for row in listed if row["name"] not in self._made[url]]
+        # Views first: a materialized view would otherwise write into a dropped table.
+        for row in sorted(added, key=lambda row: "View" not in row["engine"]):
+            store.command(f"DROP TABLE IF EXISTS {db}.`{row['name']}` SYNC")
+        return _definition(store) == migrated
+
 
 _DATABASE = re.compile(r"(?:database=|/)([a-z0-9_]+)$")
 
@@ -145,6 +163,10 @@ def _database(url: str) -> str:
 
 def _without_database(url: str) -> str:
     return url[: -len(_database(url))]
+
+
+def _names(store: Store, columns: str = "name") -> str:
+    return f"SELECT {columns} FROM system.tables WHERE database = '{store.database}'"
 
 
 def _column(store: Store, sql: str) -> list:
