@@ -90,6 +90,7 @@ def both(module_receiver, tmp_path_factory):
                 process.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_promql_through_remote_read_answers_as_the_writers_own_tsdb(both):
     written, read, (start, end), _ = both
     at = f"{end - 1:.3f}"
@@ -103,6 +104,7 @@ def test_promql_through_remote_read_answers_as_the_writers_own_tsdb(both):
         assert expected and promql(read, "query_range", query=query, **window) == expected, query
 
 
+@pytest.mark.slow
 def test_nan_infinities_and_the_staleness_marker_survive_the_round_trip(both):
     _, read, (start, _), url = both
     t0 = int(start) * 1000

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import urllib.parse
 
+import pytest
 from polling import poll_until
 from senders import (
     RUN_SECONDS,
@@ -33,6 +34,7 @@ def prometheus_samples(base: str, start: float, end: float) -> set[tuple]:
     return samples
 
 
+@pytest.mark.slow
 def test_every_sample_prometheus_holds_is_in_the_warehouse_and_nothing_else(receiver, tmp_path):
     write_url, store_url = receiver
     prometheus, base = start_prometheus(tmp_path, remote_write=f"{write_url}/api/v1/write")

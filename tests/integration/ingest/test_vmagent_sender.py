@@ -10,6 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 
+import pytest
 from polling import poll_until
 from senders import RUN_SECONDS, free_port, require_binary, wait_for, warehouse_samples
 
@@ -85,6 +86,7 @@ def exported(base: str, start: float, end: float) -> dict[tuple, float]:
     return samples
 
 
+@pytest.mark.slow
 def test_vmagent_samples_match_victoria_metrics(receiver, tmp_path):
     write_url, store_url = receiver
     vm, vm_base = victoria_metrics(tmp_path)
