@@ -16,11 +16,14 @@ run: $(STAMP)
 	$(BIN)/llmwh serve --demo
 
 # One pytest worker per core, each with its own embedded server; a module's tests stay
-# on one worker, so a module fixture (a Prometheus, a shared store) starts once.
+# on one worker, so a module fixture (a Prometheus, a shared store) starts once. Modules
+# go out in the order tests/conftest.py collects them (slow ones first), not xdist's
+# default of the modules with the most tests first, which left kill -9 (4 tests, 4
+# minutes) to the end.
 test: $(STAMP) system-deps
 	$(BIN)/ruff check warehouse tests benchmarks fuzz
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n auto --dist loadscope
+	$(BIN)/python -m pytest -n auto --dist loadscope --no-loadscope-reorder
 
 # Unit tests only: no server, no system packages.
 test-fast: $(STAMP)
