@@ -10,12 +10,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from warehouse.errors import InvalidArgument, QueryError, UnsupportedMediaType
 from warehouse.ingest.app import Receiver
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, require_snappy, respond
 from warehouse.query import remote_read
+
+if TYPE_CHECKING:
+    from warehouse.exporters.report.live import Overview
 
 __all__ = ["READ_CONCURRENCY", "READ_PATH", "Pages", "RemoteRead"]
 
@@ -67,7 +71,7 @@ class Pages:
     def __init__(self, receiver: Receiver, threads: Executor):
         self.receiver = receiver
         self.threads = threads
-        self._overview = None
+        self._overview: Overview | None = None
 
     async def overview(self, scope: Scope, receive: Receive, send: Send) -> int:
         tenant = self.receiver.tenant_of(scope)
@@ -78,7 +82,7 @@ class Pages:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         return await self._page(send, lambda overview: overview.report(query, tenant))
 
-    def _drawer(self):
+    def _drawer(self) -> Overview:
         from warehouse.exporters.report.live import Overview  # matplotlib: when asked
 
         receiver = self.receiver
@@ -86,7 +90,7 @@ class Pages:
             receiver.store, receiver.config, receiver.metrics.registry, receiver.started
         )
 
-    async def _page(self, send: Send, draw: Callable) -> int:
+    async def _page(self, send: Send, draw: Callable[[Overview], str]) -> int:
         """A page drawn off the event loop; a bad parameter is a 400 naming it."""
         loop = asyncio.get_running_loop()
         try:

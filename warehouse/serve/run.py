@@ -24,7 +24,7 @@ __all__ = ["run_receiver"]
 
 
 def run_receiver(
-    store: Store, config: Config, host: str, port: int, watch: Path | None = None
+    store: Store, config: Config, host: str, port: int, watch: str | Path | None = None
 ) -> None:
     """Serve the receiver on ``host:port`` until SIGINT or SIGTERM, then drain it.
 
@@ -65,7 +65,7 @@ def run_receiver(
         raise EmbeddedServerError(died[0])
 
 
-def _watch_server(data_dir: Path, server: object, died: list[str]) -> None:
+def _watch_server(data_dir: str | Path, server: object, died: list[str]) -> None:
     """Stop the receiver when the embedded ClickHouse under it goes away."""
 
     def watch() -> None:
