@@ -232,11 +232,11 @@ def _question_table(report: Report) -> tuple[list[str], list[list[str]]]:
         )
         cells = []
         for n in names:
-            a = found.get((question, path, n))
+            answer = found.get((question, path, n))
             cells.append(
                 "-"
-                if a is None
-                else f"{_cell(_stat(a.runs_ms, 50))} / {_cell(_stat(a.runs_ms, 95))}"
+                if answer is None
+                else f"{_cell(_stat(answer.runs_ms, 50))} / {_cell(_stat(answer.runs_ms, 95))}"
             )
         rows.append([question, path, ", ".join(sources), *cells])
     return ["question", "path", "source", *(BACKENDS[n] for n in names)], rows

@@ -66,7 +66,8 @@ def main(data_dir: Path, http_port: int, tcp_port: int) -> int:
 
     # The working directory is data_dir (config.xml); "TabSeparated" becomes the HTTP
     # default format, where CSV would break clients' version query.
-    _chdb.query(SERVE_SQL, "TabSeparated", path=str(data_dir / "clickhouse"))
+    # chdb's _chdb stub declares only its UDF functions; query is in the extension.
+    _chdb.query(SERVE_SQL, "TabSeparated", path=str(data_dir / "clickhouse"))  # type: ignore[attr-defined]
     print("llmwh: the embedded ClickHouse stopped serving", file=sys.stderr)
     return FAILED_EXIT
 

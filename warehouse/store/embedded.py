@@ -118,6 +118,7 @@ def start_server(
             start_new_session=True,  # outlives the terminal and the command that started it
         )
     # Its stdin: exited already, it broke the pipe, and _wait_until_serving says why.
+    assert child.stdin is not None  # stdin=PIPE
     with contextlib.suppress(BrokenPipeError), child.stdin:
         child.stdin.write(config.encode())
     _children[child.pid] = child

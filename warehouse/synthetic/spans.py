@@ -103,7 +103,7 @@ def _span(row: dict) -> Span:
     )
 
 
-def _kv(key: str, value: object) -> KeyValue:
+def _kv(key: str, value: str | int | float) -> KeyValue:
     if isinstance(value, str):
         return KeyValue(key=key, value=AnyValue(string_value=value))
     if isinstance(value, int):

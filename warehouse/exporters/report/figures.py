@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import cast
 
 import polars as pl
 
@@ -148,7 +149,7 @@ def _with_budget(frame: pl.DataFrame, budget: float) -> pl.DataFrame:
     over the bad requests the whole range allows, ending at `llmwh sla`'s figure."""
     if frame.is_empty():
         return frame.with_columns(pl.lit(None, pl.Float64).alias("budget_remaining"))
-    total = frame["count"].sum()
+    total = cast(int, frame["count"].sum())  # a count column: its sum is an int
     bad = (pl.col("count") - pl.col("good_count")).cum_sum()
     allowed = budget * total if total else None
     remaining = (1 - bad / allowed) if allowed else pl.lit(None, pl.Float64)
