@@ -144,18 +144,19 @@ class WriteAheadLog:
                 raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}")
             seq = self._next_seq
             data = _frame(seq, payload)
-            if self._file is None or self._segment_size >= self.segment_bytes:
-                self._roll(seq)
+            fd = self._file
+            if fd is None or self._segment_size >= self.segment_bytes:
+                fd = self._roll(seq)
             try:
-                _write_all(self._file, data)
+                _write_all(fd, data)
             except OSError as exc:  # disk full, say: take the partial frame back off
                 try:
-                    os.ftruncate(self._file, self._segment_size)
+                    os.ftruncate(fd, self._segment_size)
                 except OSError as again:
                     self._failed = f"{self._path()}: {again}"
                 raise StoreUnavailable(f"could not append to the write-ahead log: {exc}") from None
             try:
-                os.fdatasync(self._file)
+                os.fdatasync(fd)
             except OSError as exc:
                 self._failed = f"{self._path()}: sync failed: {exc}"
                 raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}") from None
@@ -202,14 +203,16 @@ class WriteAheadLog:
             ) from None
         self._lock_file = fd
 
-    def _roll(self, seq: int) -> None:
+    def _roll(self, seq: int) -> int:
+        """Close the segment being written and start one at ``seq``; its descriptor."""
         if self._file is not None:
             os.close(self._file)
         path = self.directory / f"{seq:020d}{_SUFFIX}"
-        self._file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._file = fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         _sync_directory(self.directory)
         self._segments.append((seq, path))
         self._segment_size = 0
+        return fd
 
     def _read_checkpoint(self) -> None:
         path = self.directory / _CHECKPOINT
@@ -278,7 +281,8 @@ def _decode(payload: bytes) -> tuple[Entry, ...]:
 def _read_segment(path: Path, last: bool) -> tuple[list[Frame], int]:
     """The frames of a segment, and how many of its bytes hold whole, sound frames."""
     data = path.read_bytes()
-    frames, at = [], 0
+    frames: list[Frame] = []
+    at = 0
     while at < len(data):
         problem, at_tail = None, True  # at_tail: nothing sound can follow the problem
         if len(data) - at < _HEADER.size:

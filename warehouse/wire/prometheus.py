@@ -109,7 +109,7 @@ def _field(
     *,
     repeated: bool = False,
     oneof: int | None = None,
-) -> _F:
+) -> descriptor_pb2.FieldDescriptorProto:
     """A field; ``kind`` is a scalar type name, ``.Message`` or ``enum:.Enum``."""
     field = _F(name=name, number=number, label=_REPEATED if repeated else _OPTIONAL)
     if kind in _TYPES:
@@ -127,7 +127,7 @@ def _field(
 
 def _message(
     name: str,
-    fields: Iterable[_F],
+    fields: Iterable[descriptor_pb2.FieldDescriptorProto],
     *,
     oneofs: Iterable[str] = (),
     enums: Iterable[tuple[str, list[tuple[str, int]]]] = (),

@@ -20,6 +20,7 @@ import re
 import threading
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import matplotlib
 import matplotlib.dates as mdates
@@ -27,10 +28,14 @@ import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 __all__ = ["bars", "line"]
 
 INK, BAD, GOOD, MUTED, GRID = "#1f4e79", "#c0392b", "#2e7d32", "#7f8c8d", "#e5e5e5"
-_SVG = {"svg.fonttype": "none", "svg.hashsalt": "llmwh"}  # text as text; stable ids
+# Text as text; stable ids.
+_SVG: dict[RcKeyType, str] = {"svg.fonttype": "none", "svg.hashsalt": "llmwh"}
 _WRITING = threading.Lock()
 _NUMBERS = itertools.count(1)
 
@@ -63,7 +68,8 @@ def line(
         axes.axhline(0, color=MUTED, linewidth=0.8)
     if percent:
         axes.yaxis.set_major_formatter(lambda v, _: f"{v:.2%}" if abs(v) < 0.1 else f"{v:.1%}")
-    axes.set_xlim(*span)
+    # Datetimes are converted by matplotlib's date units; its stubs take floats only.
+    axes.set_xlim(*span)  # type: ignore[arg-type]
     locator = mdates.AutoDateLocator()
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))

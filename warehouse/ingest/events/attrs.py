@@ -78,14 +78,14 @@ def _struct_to_map(struct: pa.StructArray) -> pa.Array:
     children = struct.flatten()  # each child with the parent's nulls applied
     by_name = sorted(range(len(names)), key=names.__getitem__)
     rows, ranks, values = [], [], []
-    for rank, index in enumerate(by_name):
+    for key_rank, index in enumerate(by_name):
         child = children[index]
         if pa.types.is_null(child.type) or child.null_count == n:
             continue
         valid = pc.is_valid(child)
         at = pc.indices_nonzero(valid).to_numpy()
         rows.append(at)
-        ranks.append(np.full(len(at), rank, dtype=np.int32))
+        ranks.append(np.full(len(at), key_rank, dtype=np.int32))
         values.append(pc.cast(child.filter(valid), pa.string()))
     if not rows:
         return _empty_maps(n)

@@ -36,9 +36,11 @@ def decode_ndjson(data: bytes, window: TimeWindow | None = None) -> pa.Table:
     """
     data = bytes(data)
     lines = _record_lines(data)
-    if lines is not None and len(lines) == 0:
+    if lines is None:
+        return _decode_lines(data, window)
+    if len(lines) == 0:
         raise IngestError("empty body: no records")
-    table = None if lines is None else _read_json(data, len(lines))
+    table = _read_json(data, len(lines))
     if table is None:
         return _decode_lines(data, window)
     return _finish(table, lambda row: f"line {lines[row]}", window=window)
@@ -108,10 +110,11 @@ def _read_json(data: bytes, records: int) -> pa.Table | None:
         tables = [_read_piece(pieces[0], schema)]
     else:
         tables = list(_pool().map(lambda piece: _read_piece(piece, schema), pieces))
-    if any(table is None for table in tables) or sum(t.num_rows for t in tables) != records:
+    read = [table for table in tables if table is not None]
+    if len(read) < len(tables) or sum(t.num_rows for t in read) != records:
         return None  # a type error, an unknown field, two records on a line: find the line
     # Pieces saw different attrs keys: their structs merge by key name.
-    return pa.concat_tables(tables, promote_options="permissive")
+    return pa.concat_tables(read, promote_options="permissive")
 
 
 _POOL: ThreadPoolExecutor | None = None
