@@ -26,8 +26,9 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -83,12 +84,12 @@ def insert_in_order(
     another, so that no sample lands before its series; then the rest, side by side
     when ``side_by_side`` runs a list of calls at once (ClickHouse takes each insert on
     a core), else one after another."""
-    rest = []
+    rest: list[Callable[[], None]] = []
     for name, table in ordered:
         if name in _FIRST:
             store.insert_arrow(name, table)
         else:
-            rest.append(lambda name=name, table=table: store.insert_arrow(name, table))
+            rest.append(partial(store.insert_arrow, name, table))
     if side_by_side is not None and len(rest) > 1:
         side_by_side(rest)
     else:
@@ -101,8 +102,9 @@ class Body:
     """A write decoded a flush at a time (see the module docstring)."""
 
     data: bytes
-    group: Hashable
-    """Bodies of one group are decoded alike: ``insert_bodies({group: [data, ...], ...})``."""
+    group: str
+    """Bodies of one group (a tenant's) are decoded alike:
+    ``insert_bodies({group: [data, ...], ...})``."""
     decode: Callable[[], tuple[Mapping[str, pa.Table], Any]]
     """Decodes this body alone: its tables, and what ``submit_body`` then returns.
     Raises :class:`~warehouse.errors.IngestError` for a body that is refused."""
@@ -119,7 +121,7 @@ class _Pending:
     tenant: str = ""
 
 
-InsertBodies = Callable[[Mapping[Hashable, list[bytes]]], Mapping[Hashable, Collection[int]]]
+InsertBodies = Callable[[Mapping[str, list[bytes]]], Mapping[str, Collection[int]]]
 """Writes a flush's bodies by group; returns per group the indices of those left out."""
 WriteAhead = Callable[[list[Entry], Mapping[str, int]], None]
 """Appends a flush's tables to the write-ahead log, with the bytes of each tenant's writes."""
@@ -289,7 +291,8 @@ class GroupCommitter:
 
     def _take_batch(self) -> list[_Pending]:
         """Writes from the head of the queue, within ``max_flush_bytes``."""
-        batch, size = [], 0
+        batch: list[_Pending] = []
+        size = 0
         while self._queue and (not batch or size + self._queue[0].nbytes <= self.max_flush_bytes):
             pending = self._queue.pop(0)
             batch.append(pending)
@@ -302,7 +305,7 @@ class GroupCommitter:
         errors: dict[int, BaseException] = {}
         rows = 0
         try:
-            bodies = [p for p in batch if p.body is not None]
+            bodies = [(p, p.body) for p in batch if p.body is not None]
             await _flush_bodies(self.insert_bodies, bodies, errors)
             tables = [p for p in batch if p.tables and id(p) not in errors]
             rows = await _flush_tables(self.store, self.write_ahead, tables, errors)
@@ -334,27 +337,31 @@ class GroupCommitter:
 
 
 async def _flush_bodies(
-    insert_bodies: InsertBodies, batch: list[_Pending], errors: dict[int, BaseException]
+    insert_bodies: InsertBodies | None,
+    batch: list[tuple[_Pending, Body]],
+    errors: dict[int, BaseException],
 ) -> None:
-    """Insert the bodies, every group in one call; those left out become tables."""
+    """Insert the bodies (each write with its body), every group in one call; those
+    left out become tables."""
     if not batch:
         return
-    groups: dict[Hashable, list[_Pending]] = {}
-    for pending in batch:
-        groups.setdefault(pending.body.group, []).append(pending)
+    assert insert_bodies is not None  # submit_body takes no body without it
+    groups: dict[str, list[tuple[_Pending, Body]]] = {}
+    for pending, body in batch:
+        groups.setdefault(body.group, []).append((pending, body))
     try:
-        left = await asyncio.to_thread(
-            insert_bodies, {g: [p.body.data for p in ms] for g, ms in groups.items()}
+        left: Mapping[str, Collection[int]] = await asyncio.to_thread(
+            insert_bodies, {g: [body.data for _, body in ms] for g, ms in groups.items()}
         )
     except (StoreUnavailable, BufferFull) as exc:  # nothing to do with the data
-        errors.update((id(p), exc) for p in batch)
+        errors.update((id(p), exc) for p, _ in batch)
         return
     except Exception:  # something in the data: each body on its own
         left = {group: range(len(members)) for group, members in groups.items()}
     for group, members in groups.items():
-        for pending in (members[i] for i in left.get(group, ())):
+        for pending, body in (members[i] for i in left.get(group, ())):
             try:
-                pending.tables, pending.result = await asyncio.to_thread(pending.body.decode)
+                pending.tables, pending.result = await asyncio.to_thread(body.decode)
             except Exception as exc:
                 errors[id(pending)] = exc
 

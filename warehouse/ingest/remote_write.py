@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +60,7 @@ from warehouse.wire import prometheus as proto
 from warehouse.wire.prometheus import Records, gather, packed_doubles, packed_varints, scan
 
 try:  # the C decoder of the common 1.0 write (see hatch_build.py); optional
-    from warehouse.ingest import _v1_fast
+    import warehouse.ingest._v1_fast as _v1_fast
 except ImportError:  # pragma: no cover - built without a C compiler
     _v1_fast = None
 
@@ -132,6 +132,28 @@ def _counts(data: bytes, view: Any, split: Any, message: str) -> np.ndarray:
 # --- 1.0 ----------------------------------------------------------------------------------
 
 
+@overload
+def decode_v1_batch(
+    bodies: Sequence[bytes],
+    min_timestamp: int,
+    limits: tuple[int, int, int, int] = ...,
+    requests: None = None,
+    max_timestamp: int = ...,
+    tenant: str | None = None,
+) -> tuple[DecodedWrite, None, list[int]]: ...
+
+
+@overload
+def decode_v1_batch(
+    bodies: Sequence[bytes],
+    min_timestamp: int,
+    limits: tuple[int, int, int, int],
+    requests: tuple,
+    max_timestamp: int = ...,
+    tenant: str | None = None,
+) -> tuple[DecodedWrite, Pivot, list[int]]: ...
+
+
 def decode_v1_batch(
     bodies: Sequence[bytes],
     min_timestamp: int,
@@ -162,6 +184,7 @@ def decode_v1_batch(
     if parts is None:
         return decoded, None, left_out
     pivot = from_c_columns(parts)
+    assert requests is not None  # the C decoder pivots parts only with a spec
     keep_series = requests[2]
     if not keep_series:  # the parts' samples are written, as parts
         decoded = replace(decoded, samples_written=decoded.samples_written + pivot.taken)
@@ -240,6 +263,7 @@ def _decode_v1_python(data: bytes) -> DecodedWrite:
         keep_names = ~np.isin(name_owner, redo_labels)
         keep_values = ~np.isin(value_owner, redo_labels)
         slow_owner, slow_names, slow_values = [], [], []
+        assert full is not None  # parsed above: there are labels to redo
         for i in redo_labels.tolist():
             for label in full.timeseries[i].labels:
                 slow_owner.append(i)
@@ -270,6 +294,7 @@ def _decode_v1_python(data: bytes) -> DecodedWrite:
     histograms: list[tuple[int, dict[str, Any]]] = []
     exemplars: list[tuple[int, int, float, list[tuple[str, str]]]] = []
     if counts[:, 3:].any():
+        assert full is not None  # parsed above: there are histograms or exemplars
         for i in np.flatnonzero(counts[:, 3:].any(axis=1)).tolist():
             series = full.timeseries[i]
             for j, h in enumerate(series.histograms):
@@ -280,6 +305,7 @@ def _decode_v1_python(data: bytes) -> DecodedWrite:
 
     rows: list[tuple[str, str, str, str]] = []
     if has_metadata:
+        assert full is not None  # parsed above: there is metadata
         for k, m in enumerate(full.metadata):
             if not m.metric_family_name:
                 raise IngestError(f"metadata {k}: empty metric_family_name")
@@ -479,6 +505,7 @@ def decode_v2(data: bytes) -> DecodedWrite:
     histograms: list[tuple[int, dict[str, Any]]] = []
     exemplars: list[tuple[int, int, float, list[tuple[str, str]]]] = []
     if counts[:, 3:].any():
+        assert full is not None  # parsed above: there are histograms or exemplars
         for i in np.flatnonzero(counts[:, 3:].any(axis=1)).tolist():
             series = full.timeseries[i]
             for j, h in enumerate(series.histograms):

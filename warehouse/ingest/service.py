@@ -80,14 +80,14 @@ class WriteService:
         self.metrics.sealing_lag_seconds.set_function(self.sealer.lag.seconds)
         self.wal: WalInserter | None = None
         if config.wal_dir:
-            self.wal = WalInserter(
+            self.wal = wal = WalInserter(
                 store,
                 WriteAheadLog(config.wal_dir),
                 interval=config.wal_flush_ms / 1000,
                 max_pending_bytes=config.wal_max_bytes,
                 on_insert=self._logged_writes_inserted,
             )
-            self.metrics.wal_pending_bytes.set_function(lambda: self.wal.pending_bytes)
+            self.metrics.wal_pending_bytes.set_function(lambda: wal.pending_bytes)
         self.v1_flush = None
         if v1_flush.available(store):
             self.v1_flush = v1_flush.V1Flush(
@@ -151,8 +151,8 @@ class WriteService:
             self.observe_decode("/api/v1/write", started)
             self.sealer.refuse_while_behind(raw, tenant)
             written_at = time.time()
-            decode = partial(self.decode_remote_write, raw, remote_write.decode_v1, tenant)
-            outcome = await self.committer.submit_body(Body(raw, tenant or "", decode))
+            decode_alone = partial(self.decode_remote_write, raw, remote_write.decode_v1, tenant)
+            outcome = await self.committer.submit_body(Body(raw, tenant or "", decode_alone))
             if outcome is None:
                 return RemoteWritten()
             decoded, refused, pivot = outcome

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -161,7 +162,8 @@ def _outcome(
     else:
         # isascii: str.isdigit() is true of "²", which int() refuses.
         numeric = name.isascii() and name.isdigit() and len(name) <= 3
-        code = int(name) if numeric else row.get("http_status") or 0
+        # http_status is a uint column: _column_value made it an int.
+        code = int(name) if numeric else cast(int, row.get("http_status") or 0)
         if code in _HTTP_CLASSES:
             error_class = _HTTP_CLASSES[code]
         elif 400 <= code < 500:
@@ -188,7 +190,7 @@ def _first(
     return None
 
 
-def _plain(value: AnyValue) -> object:
+def _plain(value: AnyValue) -> str | bool | int | float | None:
     """An attribute's value as Python: the first item of an array (``finish_reasons``)."""
     kind = value.WhichOneof("value")
     if kind is None:  # an empty AnyValue
