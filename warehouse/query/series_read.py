@@ -238,10 +238,10 @@ def _series(table: pa.Table, max_samples: int, max_series: int) -> SeriesRead:
     histograms: list[list[dict[str, Any]]] = [[] for _ in labels]
     if kept.any():
         columns = {n: table.column(f"h_{n}").to_pylist() for n in _HISTOGRAM}
-        for row in np.flatnonzero(kept):
-            for k in range(int(kept[row])):
-                sample = {n: columns[n][row][k] for n in _HISTOGRAM}
-                histograms[series_of_row[row]].append(sample)
+        for at in np.flatnonzero(kept):
+            for k in range(int(kept[at])):
+                sample = {n: columns[n][at][k] for n in _HISTOGRAM}
+                histograms[series_of_row[at]].append(sample)
         for samples in histograms:
             samples.sort(key=lambda h: h["timestamp"])
     return SeriesRead([list(k) for k in labels], values[by], stamps[by], offsets, histograms)

@@ -29,9 +29,10 @@ import base64
 import json
 import math
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any, cast
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -40,7 +41,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as otlp
 
 from warehouse.ingest.otlp import native_histograms
-from warehouse.ingest.otlp.delta import DeltaBatch, Overlap, Summed
+from warehouse.ingest.otlp.delta import DeltaBatch, Overlap, Summed, Totals
 from warehouse.ingest.otlp.metric_names import label_name, le_value, metric_name, prometheus_unit
 from warehouse.wire import prometheus as proto
 
@@ -70,6 +71,8 @@ _UNKNOWN = _Meta.METRIC_TYPE_UNSPECIFIED
 
 _Summer = Callable[..., Summed]
 """Sums a delta point into its stream: ``(kind, shape, values, reshape=None)``."""
+_Plan = Callable[[Any, dict[str, str], str, "_Summer | None"], list["_Write"]]
+"""The series a point (an OTLP data point) becomes: ``(point, labels, name, summed)``."""
 
 
 @dataclass
@@ -182,6 +185,7 @@ class _Request:
             if w.native is not None:
                 series.histograms.add(**w.native)
             else:
+                assert w.value is not None  # a write with no native histogram is a sample
                 series.samples.add(
                     value=float(w.value),
                     timestamp=w.at_ns // 1_000_000,
@@ -253,13 +257,14 @@ class _Metric:
             return 0  # no points: nothing to take or refuse
         data = getattr(metric, kind)
         monotonic_sum = partial(_sum, monotonic=metric.sum.is_monotonic)
-        plan, metric_type = {
+        plans: dict[str, tuple[_Plan, int]] = {
             "gauge": (_gauge, _UNKNOWN if _prometheus_type(metric) == "unknown" else _GAUGE),
             "sum": (monotonic_sum, _COUNTER if metric.sum.is_monotonic else _GAUGE),
             "histogram": (_histogram, _HISTOGRAM),
             "exponential_histogram": (_native, _HISTOGRAM),
             "summary": (_summary, _SUMMARY),
-        }[kind]
+        }
+        plan, metric_type = plans[kind]
         name = metric_name(
             metric.name,
             metric.unit,
@@ -349,7 +354,7 @@ def _histogram(point, labels: dict[str, str], name: str, summed: _Summer | None)
         raise _Refused("explicit bounds are not finite and strictly increasing")
     count, total, start = point.count, point.sum, point.start_time_unix_nano
     if summed:
-        values = {"count": count, "sum": total, **dict(enumerate(counts))}
+        values: Totals = {"count": count, "sum": total, **dict(enumerate(counts))}
         stream = summed("histogram", tuple(bounds), values)
         count, total, start = stream.totals["count"], stream.totals["sum"], stream.start
         counts = [stream.totals.get(i, 0) for i in range(len(counts))]
@@ -397,7 +402,7 @@ def _native(point, labels: dict[str, str], name: str, summed: _Summer | None) ->
     count, total, zero = point.count, point.sum, point.zero_count
     start = point.start_time_unix_nano
     if summed:
-        values = {
+        values: Totals = {
             "count": count,
             "sum": total,
             "zero": zero,
@@ -405,10 +410,13 @@ def _native(point, labels: dict[str, str], name: str, summed: _Summer | None) ->
             **{("n", i): c for i, c in negative.items()},
         }
         stream = summed("native", (scale, threshold), values, native_histograms.coarser_scale)
-        totals, (scale, threshold) = stream.totals, stream.shape
+        totals = stream.totals
+        scale, threshold = cast("tuple[int, float]", stream.shape)  # as given, or coarser
         count, total, zero, start = totals["count"], totals["sum"], totals["zero"], stream.start
-        positive = {k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "p"}
-        negative = {k[1]: v for k, v in totals.items() if isinstance(k, tuple) and k[0] == "n"}
+        # Bucket totals: sums of the points' integer counts.
+        counts = cast("dict[Hashable, int]", totals)
+        positive = {k[1]: v for k, v in counts.items() if isinstance(k, tuple) and k[0] == "p"}
+        negative = {k[1]: v for k, v in counts.items() if isinstance(k, tuple) and k[0] == "n"}
     native = {
         "schema": scale,
         "zero_threshold": threshold,
