@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 from datetime import timedelta
 from functools import reduce
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import polars as pl
@@ -96,6 +96,15 @@ def evaluate(
     return _evaluated(store, slo, None, time_range, by, filters, exact)
 
 
+class _Common(TypedDict):
+    """What every question of an evaluation shares."""
+
+    by: Sequence[str]
+    filters: Mapping[str, FilterValue]
+    thresholds: Mapping[str, float]
+    exact: bool | None
+
+
 def _evaluated(
     store: Store,
     slo: SLO,
@@ -111,7 +120,7 @@ def _evaluated(
     scope = scoped_filters(slo, filters)
     sources = (rollup.source(store.capabilities),) if rollup is not None else ()
     checks = rollup.checks if rollup is not None else ()
-    common = {"by": by, "filters": scope, "thresholds": slo.thresholds, "exact": exact}
+    common: _Common = {"by": by, "filters": scope, "thresholds": slo.thresholds, "exact": exact}
     objectives = list(slo.measures)
 
     def compiled(question: Question, decided: Set[str] = frozenset()) -> Compiled:

@@ -58,11 +58,15 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from warehouse.errors import InvalidArgument, QueryError
 from warehouse.model import LATENCY_COLUMNS
 from warehouse.query.timerange import parse_duration
+
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
 
 __all__ = [
     "DEFAULT_BURN_WINDOWS",
@@ -84,7 +88,20 @@ DEFAULT_WINDOW = "5m"
 DEFAULT_PERIOD = "30d"
 DEFAULT_BURN_WINDOWS = ("5m", "1h", "6h")
 
-OPERATORS: dict[str, Callable[[float, float], bool]] = {
+
+class Compare(Protocol):
+    """An objective's comparison (an :mod:`operator` function) of a value with its limit,
+    or of every value of a column or an array at once."""
+
+    @overload
+    def __call__(self, value: float, limit: float, /) -> bool: ...
+    @overload
+    def __call__(self, value: pl.Expr, limit: float, /) -> pl.Expr: ...
+    @overload
+    def __call__(self, value: np.ndarray, limit: float, /) -> np.ndarray: ...
+
+
+OPERATORS: dict[str, Compare] = {
     "<=": operator.le,
     "<": operator.lt,
     ">=": operator.ge,
