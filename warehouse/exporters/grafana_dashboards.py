@@ -23,8 +23,9 @@ the grafana-clickhouse-datasource plugin (v4):
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlglot import exp
 
@@ -210,12 +211,20 @@ GOOD = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms"}
 """A good request: ok and within the dashboard's TTFT and TPOT thresholds."""
 
 
+class _Shared(TypedDict, total=False):
+    """:class:`PanelQuestion` arguments several panels of a dashboard share."""
+
+    filters: Sequence[str]
+    fixed: Mapping[str, Sequence[str]]
+    thresholds: Mapping[str, str]
+
+
 def burn(col: Any, var: Any) -> Any:
     return burn_rate(col("attainment"), 1 - var("slo_target"))
 
 
 def sla_overview() -> dict[str, Any]:
-    good = {"filters": SLA_DIMS, "thresholds": GOOD}
+    good: _Shared = {"filters": SLA_DIMS, "thresholds": GOOD}
 
     def burn_panel(label: str, x: int, w: int) -> dict[str, Any]:
         return panel(
@@ -404,7 +413,7 @@ def drilldown() -> dict[str, Any]:
 
 def errors() -> dict[str, Any]:
     dims = ("tenant", "service", "model", "region")
-    errors_only = {"fixed": {"status": ["error"]}, "filters": (*dims, "error_class")}
+    errors_only: _Shared = {"fixed": {"status": ["error"]}, "filters": (*dims, "error_class")}
     panels = [
         panel(
             "timeseries",
