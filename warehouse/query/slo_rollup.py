@@ -112,7 +112,7 @@ class SloRollup:
     def columns(self) -> tuple[RollupColumn, ...]:
         names = [*_COUNTS]
         for name in self.slo.measures:
-            names += _columns_of(name)
+            names += _columns_of(name) or []  # an uncovered SLO still names its table
         pieces = [rollup_column(name) for name in dict.fromkeys(names)]
         pieces.insert(3, self._good())
         for column, limit in self.checks:

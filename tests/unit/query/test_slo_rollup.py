@@ -181,6 +181,11 @@ def test_an_objective_no_rollup_column_answers_leaves_the_slo_uncovered():
     assert SloRollup(parse_slo(CHAT)).covered and not SloRollup(slo).covered
 
 
+def test_an_uncovered_slo_still_names_the_table_apply_reports_as_not_built():
+    slo = parse_slo(CHAT + '\n[[objectives]]\nobjective = "avg(prompt_tokens) <= 900"\n')
+    assert SloRollup(slo).table.startswith("slo_")
+
+
 # Values on a coarse grid, so that ties with each other and with the limit are common.
 latencies = st.lists(st.integers(0, 40).map(lambda k: k * 12.5), min_size=1, max_size=60)
 
