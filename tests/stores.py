@@ -4,11 +4,14 @@ conftest.py use these; a module that needs several stores at once calls them its
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+import pyarrow as pa
+from polling import poll_until
 
 from warehouse.errors import StoreError
 from warehouse.store import Store, open_store
@@ -52,9 +55,13 @@ def fresh_store(url: str) -> Iterator[Store]:
         yield opened
     finally:
         if opened.capabilities.dialect == "clickhouse":
-            opened.command(f"DROP DATABASE IF EXISTS {opened.database} SYNC")
-            _taken.discard(opened.database)
+            _drop(opened)
         opened.close()
+
+
+def _drop(store: Store) -> None:
+    store.command(f"DROP DATABASE IF EXISTS {store.database} SYNC")
+    _taken.discard(store.database)
 
 
 class MigratedPool:
@@ -66,17 +73,15 @@ class MigratedPool:
     tables and views) is dropped and every table emptied: the same tables with the same
     definitions (so a test that altered a view, changed a TTL or ran a migration down
     hands back a database that is dropped instead), the same migrations recorded and no
-    rows left after ``TRUNCATE``. Its refreshable views wait
-    stopped in the pool (each refresh costs the server CPU) and are scheduled again when
-    it is taken. ``TRUNCATE`` also clears a table's deduplication log, so a retried
-    insert in the next test is not taken for a duplicate of this one's.
+    rows left after ``TRUNCATE``. ``TRUNCATE`` also clears a table's deduplication log,
+    so a retried insert in the next test is not taken for a duplicate of this one's. Its
+    refreshable views wait stopped in the pool (each refresh costs the server CPU) and
+    are scheduled again when it is taken.
     """
 
     def __init__(self) -> None:
         self._free: dict[str, list[str]] = {}
-        self._as_migrated: dict[str, str] = {}
-        self._made: dict[str, frozenset[str]] = {}
-        """The names of the tables and views the migrations made, per database."""
+        self._as_migrated: dict[str, _Definition] = {}
         self._stopped: dict[str, list[str]] = {}
         """The refreshable views of a free database, stopped while it waits."""
 
@@ -96,24 +101,23 @@ class MigratedPool:
             if url not in self._as_migrated:
                 Migrator(opened).up()
                 self._as_migrated[url] = _definition(opened)
-                self._made[url] = frozenset(_column(opened, _names(opened)))
             yield opened
         finally:
-            stopped = self._emptied(opened, url)
+            migrated = self._as_migrated.get(url)  # None when the migration failed
+            stopped = self._emptied(opened, migrated) if migrated else None
             if stopped is not None:
                 self._stopped[url] = stopped
                 free.append(url)
             else:
                 self._as_migrated.pop(url, None)
-                opened.command(f"DROP DATABASE IF EXISTS {opened.database} SYNC")
-                _taken.discard(opened.database)
+                _drop(opened)
             opened.close()
 
-    def _emptied(self, store: Store, url: str) -> list[str] | None:
+    def _emptied(self, store: Store, migrated: _Definition) -> list[str] | None:
         """Empty the database: its refreshable views, stopped (started again when the
         database is next taken), or None when it cannot be reused."""
         try:
-            if not self._only_added_to(store, url):
+            if not _only_added_to(store, migrated):
                 return None
             db = store.database
             refreshes = f"SELECT view FROM system.view_refreshes WHERE database = '{db}'"
@@ -122,11 +126,8 @@ class MigratedPool:
                 store.command(f"SYSTEM STOP VIEW {db}.{view}")
                 store.command(f"SYSTEM CANCEL VIEW {db}.{view}")
             running = f"{refreshes} AND status = 'Running'"
-            deadline = time.monotonic() + 10
-            while _column(store, running):
-                if time.monotonic() > deadline:
-                    return None
-                time.sleep(0.02)
+            poll_until(lambda: _column(store, running), "no refresh running", until=_empty,
+                       timeout=10, every=0.02)  # fmt: skip
             filled = (
                 f"SELECT DISTINCT table FROM system.parts WHERE database = '{db}' AND active "
                 f"AND table != '{MIGRATIONS_TABLE}'"
@@ -134,22 +135,46 @@ class MigratedPool:
             for table in _column(store, filled):
                 store.command(f"TRUNCATE TABLE {db}.`{table}`")
             return None if _column(store, filled) else views
-        except StoreError:
+        except (StoreError, AssertionError):  # AssertionError: a refresh would not stop
             return None
 
-    def _only_added_to(self, store: Store, url: str) -> bool:
-        """Drop what a test added beside the migrations' tables (an SLO rollup's tables
-        and views); False when it changed what the migrations made."""
-        migrated = self._as_migrated.get(url)
-        if migrated is None:
-            return False
-        db = store.database
-        listed = store.query_arrow(_names(store, "name, engine")).to_pylist()
-        added = [row for row in listed if row["name"] not in self._made[url]]
-        # Views first: a materialized view would otherwise write into a dropped table.
-        for row in sorted(added, key=lambda row: "View" not in row["engine"]):
-            store.command(f"DROP TABLE IF EXISTS {db}.`{row['name']}` SYNC")
-        return _definition(store) == migrated
+
+@dataclass(frozen=True)
+class _Definition:
+    """What a database holds apart from its rows: its tables and views (name, engine,
+    definition) and the migrations it records."""
+
+    tables: tuple[tuple[str, str, str], ...]
+    applied: tuple[tuple[int, str], ...]
+
+    @property
+    def names(self) -> set[str]:
+        return {name for name, _, _ in self.tables}
+
+
+def _definition(store: Store) -> _Definition:
+    db = store.database
+    tables = store.query_arrow(
+        "SELECT name, engine, create_table_query FROM system.tables "
+        f"WHERE database = '{db}' ORDER BY name"
+    )
+    applied = store.query_arrow(
+        f"SELECT version, checksum FROM {db}.{MIGRATIONS_TABLE} ORDER BY version"
+    )
+    return _Definition(_rows(tables), _rows(applied))
+
+
+def _only_added_to(store: Store, migrated: _Definition) -> bool:
+    """Drop what a test added beside the migrations' tables (an SLO rollup's tables and
+    views); False when it changed what the migrations made."""
+    now = _definition(store)
+    added = [(name, engine) for name, engine, _ in now.tables if name not in migrated.names]
+    if not added:
+        return now == migrated
+    # Views first: a materialized view would otherwise write into a dropped table.
+    for name, _ in sorted(added, key=lambda table: "View" not in table[1]):
+        store.command(f"DROP TABLE IF EXISTS {store.database}.`{name}` SYNC")
+    return _definition(store) == migrated
 
 
 _DATABASE = re.compile(r"(?:database=|/)([a-z0-9_]+)$")
@@ -165,8 +190,8 @@ def _without_database(url: str) -> str:
     return url[: -len(_database(url))]
 
 
-def _names(store: Store, columns: str = "name") -> str:
-    return f"SELECT {columns} FROM system.tables WHERE database = '{store.database}'"
+def _rows(table: pa.Table) -> tuple:
+    return tuple(zip(*(column.to_pylist() for column in table.columns), strict=True))
 
 
 def _column(store: Store, sql: str) -> list:
@@ -174,13 +199,5 @@ def _column(store: Store, sql: str) -> list:
     return table.column(0).to_pylist() if table.num_columns else []
 
 
-def _definition(store: Store) -> str:
-    """What a database holds apart from its rows: tables, their definitions, migrations."""
-    db = store.database
-    tables = store.query_arrow(
-        f"SELECT name, create_table_query FROM system.tables WHERE database = '{db}' ORDER BY name"
-    ).to_pylist()
-    applied = store.query_arrow(
-        f"SELECT version, checksum FROM {db}.{MIGRATIONS_TABLE} ORDER BY version"
-    ).to_pylist()
-    return repr((tables, applied))
+def _empty(values: list) -> bool:
+    return not values
