@@ -182,13 +182,14 @@ def test_an_slo_rollup_renders_as_the_migrations_do(rendered, parser):
     variables = template_variables(Config(), "llmwh")
     core = [s for m in discover("clickhouse") for s in render(m.text, "clickhouse", variables)]
     rollup = SloRollup(load_slo("chat-assistant"))
-    creates = rollup.create_tables("llmwh", 90)
+    layout = rollup.layout("llmwh", 90)
+    creates = list(layout.creates)
     statements = [
         *creates,
         f'DROP VIEW IF EXISTS "llmwh".{rollup.view} SYNC',
         f'TRUNCATE TABLE "llmwh".{rollup.table}',
         f'INSERT INTO "llmwh".{rollup.table}\n{rollup.rows("llmwh")}',
-        *rollup.create_views("llmwh"),
+        *layout.create_views,
     ]
     out = render_for_cluster(statements, "c2", "llmwh", context=core + creates)
     for statement in out:

@@ -64,10 +64,16 @@ def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> li
             elif _complete(store, rollup):
                 done.append(Applied(slo.name, rollup.table, "up to date"))
             elif not store.capabilities.materialized_views:  # the rollup is a view
-                slo_rollups.build_view(store, rollup.create_view(store.database))
+                slo_rollups.build_view(
+                    store,
+                    rollup.table,
+                    rollup.view_select(store.database, store.capabilities.dialect),
+                    rollup.comment,
+                )
                 done.append(Applied(slo.name, rollup.table, "built", _drop_older([store], rollup)))
             else:
-                slo_rollups.build(store, cluster, _tables_of(rollup, store.database, config))
+                layout = rollup.layout(store.database, config.requests_ttl_days)
+                slo_rollups.build(store, cluster, layout)
                 dropped = _drop_older(cluster.shards if cluster else [store], rollup)
                 done.append(Applied(slo.name, rollup.table, "built", dropped))
     return done
@@ -162,24 +168,6 @@ def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
     if later is None or later < after:
         return 0.0
     return (later.replace(second=0, microsecond=0) - newest).total_seconds()
-
-
-def _tables_of(rollup: SloRollup, database: str, config: Config) -> slo_rollups.RollupTables:
-    """``rollup`` as tables, its SQL for the store to build: the minute table and the
-    table of requests filled from `requests` first, then those filled from them; the
-    minute table's view, whose existence marks it complete, made last."""
-    return slo_rollups.RollupTables(
-        label=f"SLO {rollup.slo.name}",
-        creates=tuple(rollup.create_tables(database, config.requests_ttl_days)),
-        tables=rollup.tables,
-        views=tuple(f"{table}_mv" for table in rollup.tables),
-        fills=(
-            (rollup.table, rollup.rows(database)),
-            (rollup.requests_table, rollup.request_select(database)),
-            *rollup.derived(database),
-        ),
-        create_views=tuple(rollup.create_views(database)),
-    )
 
 
 def _drop_older(nodes: Sequence[Store], rollup: SloRollup) -> tuple[str, ...]:

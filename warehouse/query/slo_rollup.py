@@ -22,7 +22,6 @@ from datetime import timedelta
 
 import numpy as np
 import polars as pl
-from sqlglot import exp
 
 from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
 from warehouse.query import dialects
@@ -39,6 +38,7 @@ from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.rollup_measures import RollupColumn, check_prefix, position_columns, rollup_column
 from warehouse.store.base import Capabilities
 from warehouse.store.rollup_columns import REQUEST_COLUMN_TYPES, bucket_rows, request_rows
+from warehouse.store.slo_rollups import RollupTable, RollupTables, storage_definition
 
 __all__ = [
     "DEFAULT_DIMENSIONS",
@@ -54,38 +54,6 @@ HOUR = timedelta(hours=1)
 DEFAULT_DIMENSIONS = ("tenant", "service", "model", "region")
 """What an SLO's rollup groups by unless its file says otherwise: what SLAs are written
 against, and what `llmwh sla --by` and `root-cause` drill into."""
-
-TOTALS_GRANULE = 64
-"""Rows per granule of its tables of totals: a cut reads at most 59 rows of a grain, and
-at high traffic a row of totals carries histograms of many buckets, so ClickHouse's
-default 8,192 made each cut decompress thousands of rows it did not need (at 100M
-requests: 176 ms a report, 104.6 ms with 64; docs/benchmarks.md)."""
-
-TOTALS_PARTS = {
-    "min_bytes_for_wide_part": 1 << 30,
-    "min_age_to_force_merge_seconds": 60,
-    "min_age_to_force_merge_on_partition_only": 1,
-}
-"""How its tables of totals keep their parts: compact (all columns in one file, where a
-wide part opens a file per column) and, once a partition has had no write for a minute,
-merged into one. Each cut of a report reads every part of the partitions it touches,
-and a day of seconds otherwise stayed in three wide parts: the seconds' read at 100M
-requests took 12-13 ms, 6-7 with one compact part a day (docs/benchmarks.md). A
-partition still written to (today's seconds, this month's minutes) is left to ordinary
-merges; a late request in a closed one costs one merge of that partition, a day of
-seconds (about 20 MB at 100M requests a week)."""
-
-
-def _grain_partition(grain: timedelta) -> str:
-    """The tables with dimensions: a day to a partition below the hour, else a month."""
-    return "toDate(ts)" if grain < HOUR else "toYYYYMM(ts)"
-
-
-def _totals_partition(grain: timedelta) -> str:
-    """A day of seconds (86,400 rows) to a partition; the coarser grains a month, a few
-    parts for a report's week rather than a part a day."""
-    return "toDate(ts)" if grain < GRAIN else "toYYYYMM(ts)"
-
 
 _COUNTS = ("requests", "errors", "rejections")
 _PERCENTILE = re.compile(r"^p(\d+)_(\w+)$")
@@ -131,9 +99,7 @@ class SloRollup:
             "grains_seconds": [int(grain.total_seconds()) for grain in self._lengths()],
             "dimensions": list(self.dimensions),
             "order_by": ["ts", *self.dimensions],
-            "totals_granule": TOTALS_GRANULE,
-            "totals_parts": TOTALS_PARTS,
-            "totals_partitions": [_totals_partition(g) for g in self._total_lengths()],
+            **storage_definition(self._total_lengths()),
             "totals_seconds": [int(g.total_seconds()) for g in self._total_lengths()],
             "scope": {k: sorted(v) for k, v in sorted(self.slo.scope.items())},
             "thresholds": {k: float(v) for k, v in sorted(self.slo.thresholds.items())},
@@ -275,49 +241,41 @@ class SloRollup:
     def _total_lengths(self) -> list[timedelta]:
         return [SECOND, *self._lengths()]
 
-    def create_tables(self, database: str, ttl_days: int) -> list[str]:
-        """CREATE TABLE of each of its tables: by grain, finest first; its totals (64 rows
-        to a granule, :data:`TOTALS_GRANULE`, and parts as :data:`TOTALS_PARTS` keeps
-        them); its table of requests."""
-        comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
-        db = quote_identifier(database)
-        statements = []
-        parts = "".join(f", {name} = {value}" for name, value in TOTALS_PARTS.items())
-        for tables, dimensions, granule, partitioned in (
-            (self.grains, self.dimensions, "", _grain_partition),
-            (self.totals, (), f", index_granularity = {TOTALS_GRANULE}{parts}", _totals_partition),
-        ):
-            columns = ",\n    ".join(
-                [
-                    "ts DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))",
-                    *(f"{d} LowCardinality(String)" for d in dimensions),
-                    *(c.definition() for c in self.columns),
-                ]
-            )
-            for grain, table in tables:
-                partition = partitioned(grain)
-                statements.append(
-                    # On a cluster: where a row would go, were rows written to the
-                    # Distributed table (they are not: each shard's views fill its local
-                    # tables, and queries add the shards up).
-                    f"-- sharding_key: cityHash64({', '.join(dimensions) or 'ts'})\n"
-                    f"CREATE TABLE IF NOT EXISTS {db}.{table}\n(\n    {columns}\n)\n"
-                    f"ENGINE = AggregatingMergeTree\nPARTITION BY {partition}\n"
-                    f"ORDER BY ({', '.join(['ts', *dimensions])})\n"
-                    f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
-                    f"SETTINGS ttl_only_drop_parts = 1{granule}\n"
-                    f"COMMENT {_literal(comment)}"
-                )
-        columns = ",\n    ".join(f"{c} {REQUEST_COLUMN_TYPES[c]}" for c in self.request_columns)
-        statements.append(
-            f"-- sharding_key: cityHash64({', '.join(self.dimensions) or 'ts'})\n"
-            f"CREATE TABLE IF NOT EXISTS {db}.{self.requests_table}\n(\n    {columns}\n)\n"
-            "ENGINE = MergeTree\nPARTITION BY toDate(ts)\nORDER BY ts\n"
-            f"TTL toDateTime(ts) + INTERVAL {int(ttl_days)} DAY\n"
-            "SETTINGS ttl_only_drop_parts = 1\n"
-            f"COMMENT {_literal(comment)}"
+    def layout(self, database: str, ttl_days: int) -> RollupTables:
+        """Its tables, as the store builds them (:func:`warehouse.store.slo_rollups.build`):
+        the minute table and the table of requests filled from `requests` first, then
+        those filled from them; the minute table's view, whose existence marks it
+        complete, made last."""
+        grains = (
+            RollupTable(table, self.dimensions, self.columns, grain) for grain, table in self.grains
         )
-        return statements
+        totals = (RollupTable(table, (), self.columns, grain) for grain, table in self.totals)
+        requests = RollupTable(
+            self.requests_table, self.dimensions, request_columns=self.request_columns
+        )
+        derived = self.derived(database)
+        return RollupTables(
+            label=f"SLO {self.slo.name}",
+            database=database,
+            comment=self.comment,
+            ttl_days=ttl_days,
+            layout=(*grains, *totals, requests),
+            fills=(
+                (self.table, self.rows(database)),
+                (self.requests_table, self.request_select(database)),
+                *derived,
+            ),
+            feeds=(
+                *derived,
+                (self.requests_table, self.request_select(database)),
+                (self.table, self.rows(database)),
+            ),
+        )
+
+    @property
+    def comment(self) -> str:
+        """What the store's catalogue keeps beside its tables: its SLO and definition."""
+        return json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
 
     def derived(self, database: str) -> list[tuple[str, str]]:
         """(table, SELECT filling it) of each table filled from another of its tables:
@@ -346,40 +304,17 @@ class SloRollup:
         found.append((seconds, per_second))
         return found
 
-    def create_views(self, database: str) -> list[str]:
-        """The materialized views that keep its tables filled; the minute table's, from
-        `requests`, last (its existence marks the rollup complete)."""
-        db = quote_identifier(database)
-        views = [
-            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{table}_mv TO {db}.{table} AS\n{select}"
-            for table, select in self.derived(database)
-        ]
-        views.append(
-            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{self.requests_table}_mv "
-            f"TO {db}.{self.requests_table} AS\n{self.request_select(database)}"
-        )
-        views.append(
-            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{self.view} "
-            f"TO {db}.{self.table} AS\n{self.rows(database)}"
-        )
-        return views
-
     @property
     def view_columns(self) -> tuple[RollupColumn, ...]:
         """What its DuckDB view holds: every column but the latency histograms, which
         only ClickHouse's map aggregates merge."""
         return tuple(c for c in self.columns if not c.name.endswith("_hist"))
 
-    def create_view(self, database: str) -> list[str]:
-        """DuckDB statements making it a view of `requests` (the same rows, computed as
-        they are read), with the comment `slo status` reads."""
-        name = f"{quote_identifier(database)}.{self.table}"
+    def view_select(self, database: str, dialect: str) -> str:
+        """Its rows as a view of `requests` (the same rows, computed as they are read), in
+        ``dialect``: how a store without materialized views keeps it."""
         rows = self.rows(database, columns=[c.name for c in self.view_columns])
-        comment = json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
-        return [
-            f"CREATE OR REPLACE VIEW {name} AS\n{dialects.transpile(rows, 'duckdb')}",
-            f"COMMENT ON VIEW {name} IS {dialects.render(exp.Literal.string(comment), 'duckdb')}",
-        ]
+        return dialects.transpile(rows, dialect)
 
     def source(self, capabilities: Capabilities | None = None) -> RollupSource:
         """How the query layer reads it on a store with ``capabilities``: its tables, or

@@ -1,7 +1,9 @@
-"""SLO rollups as the store keeps them: built, dropped and listed.
+"""SLO rollups as the store keeps them: their DDL rendered, built, dropped and listed.
 
-The query layer decides which SLO needs which rollup and renders its SQL
-(:mod:`warehouse.query.slo_rollup`); this module runs that SQL on a store, one node or
+The query layer decides which SLO needs which rollup and defines it: its tables (grain,
+dimensions, measure columns), the SELECTs that fill them and keep them filled
+(:mod:`warehouse.query.slo_rollup`). This module renders that into the store's DDL
+(engines, partitions, sort keys, TTL, part settings), runs it on a store, one node or
 every shard of a cluster, and reads the store's catalogue of what is there
 (docs/slo-rollups.md). Where rollups are tables (``capabilities.materialized_views``)
 :func:`build` follows the backfill discipline of the rollup migrations: sealing is
@@ -15,16 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 from warehouse.errors import StoreError
+from warehouse.rollup_measures import RollupColumn
 from warehouse.store.base import Store, quote_identifier
 from warehouse.store.cluster_ddl import LOCAL_SUFFIX
 from warehouse.store.cluster_migrations import ClusterMigrator
+from warehouse.store.rollup_columns import REQUEST_COLUMN_TYPES
 
 __all__ = [
     "SEAL_VIEW",
     "Listed",
+    "RollupTable",
     "RollupTables",
     "build",
     "build_view",
@@ -32,29 +38,141 @@ __all__ = [
     "exists",
     "listing",
     "paused_sealing",
+    "storage_definition",
 ]
 
 SEAL_VIEW = "request_parts_seal"
 """The refreshable view that seals request parts into `requests` (ClickHouse)."""
 
 
+TOTALS_GRANULE = 64
+"""Rows per granule of a rollup's tables of totals: a cut reads at most 59 rows of a
+grain, and at high traffic a row of totals carries histograms of many buckets, so
+ClickHouse's default 8,192 made each cut decompress thousands of rows it did not need
+(at 100M requests: 176 ms a report, 104.6 ms with 64; docs/benchmarks.md)."""
+
+TOTALS_PARTS = {
+    "min_bytes_for_wide_part": 1 << 30,
+    "min_age_to_force_merge_seconds": 60,
+    "min_age_to_force_merge_on_partition_only": 1,
+}
+"""How its tables of totals keep their parts: compact (all columns in one file, where a
+wide part opens a file per column) and, once a partition has had no write for a minute,
+merged into one. Each cut of a report reads every part of the partitions it touches,
+and a day of seconds otherwise stayed in three wide parts: the seconds' read at 100M
+requests took 12-13 ms, 6-7 with one compact part a day (docs/benchmarks.md). A
+partition still written to (today's seconds, this month's minutes) is left to ordinary
+merges; a late request in a closed one costs one merge of that partition, a day of
+seconds (about 20 MB at 100M requests a week)."""
+
+_MINUTE = timedelta(minutes=1)
+_HOUR = timedelta(hours=1)
+
+
+def storage_definition(totals: Sequence[timedelta]) -> dict:
+    """How the store lays out a rollup's tables of totals (of grains ``totals``), for its
+    definition: a rollup laid out otherwise is another version, built anew."""
+    return {
+        "totals_granule": TOTALS_GRANULE,
+        "totals_parts": TOTALS_PARTS,
+        "totals_partitions": [_partition(grain, totals=True) for grain in totals],
+    }
+
+
+def _partition(grain: timedelta, totals: bool) -> str:
+    """A day to a partition below the hour (a day of seconds, 86,400 rows, for totals),
+    else a month: a few parts for a report's week rather than a part a day."""
+    return "toDate(ts)" if grain < (_MINUTE if totals else _HOUR) else "toYYYYMM(ts)"
+
+
+@dataclass(frozen=True)
+class RollupTable:
+    """One table of a rollup, as the query layer defines it."""
+
+    name: str
+    dimensions: tuple[str, ...]
+    """What its rows group by (and its sort key after ``ts``); none for totals."""
+    columns: tuple[RollupColumn, ...] = ()
+    """Its measure columns, for a table of rows per time bucket."""
+    grain: timedelta | None = None
+    """Its time bucket; None for a table of requests, one row each."""
+    request_columns: tuple[str, ...] = ()
+    """For a table of requests: the `requests` columns it keeps, ``ts`` first."""
+
+
 @dataclass(frozen=True)
 class RollupTables:
-    """A rollup kept in tables by materialized views, as the SQL the query layer renders."""
+    """A rollup kept in tables by materialized views, as the query layer defines it; the
+    store renders its DDL (:attr:`creates`, :attr:`create_views`)."""
 
     label: str
     """What it is, for errors (``SLO chat-assistant``)."""
-    creates: tuple[str, ...]
-    """CREATE TABLE of each of its tables (``IF NOT EXISTS``)."""
-    tables: tuple[str, ...]
-    """Its tables' names, emptied before a backfill."""
-    views: tuple[str, ...]
-    """Its views' names, dropped before a backfill."""
+    database: str
+    comment: str
+    """What the catalogue lists beside each table: the rollup's definition, as JSON."""
+    ttl_days: int
+    layout: tuple[RollupTable, ...]
     fills: tuple[tuple[str, str], ...]
     """(table, SELECT) of each backfill, in the order they run: each source first."""
-    create_views: tuple[str, ...]
-    """CREATE MATERIALIZED VIEW of each of its views; the one whose existence marks the
-    rollup complete last."""
+    feeds: tuple[tuple[str, str], ...]
+    """(table, SELECT) of each materialized view that keeps a table filled, in the order
+    they are created: the one whose existence marks the rollup complete last."""
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """Its tables' names, emptied before a backfill."""
+        return tuple(table.name for table in self.layout)
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        """Its views' names, dropped before a backfill."""
+        return tuple(f"{table}_mv" for table, _ in self.feeds)
+
+    @property
+    def creates(self) -> tuple[str, ...]:
+        """CREATE TABLE of each of its tables (``IF NOT EXISTS``)."""
+        return tuple(self._create(table) for table in self.layout)
+
+    @property
+    def create_views(self) -> tuple[str, ...]:
+        """CREATE MATERIALIZED VIEW of each of its views, in :attr:`feeds`' order."""
+        db = quote_identifier(self.database)
+        return tuple(
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{table}_mv TO {db}.{table} AS\n{select}"
+            for table, select in self.feeds
+        )
+
+    def _create(self, table: RollupTable) -> str:
+        """Rows per bucket aggregate as parts merge; a table of requests is plain and
+        ordered by time. Tables of totals (no dimensions) keep small granules and few
+        compact parts (:data:`TOTALS_GRANULE`, :data:`TOTALS_PARTS`)."""
+        settings = {"ttl_only_drop_parts": 1}
+        if table.grain is None:
+            engine, partition, order = "MergeTree", "toDate(ts)", "ts"
+            columns = [f"{c} {REQUEST_COLUMN_TYPES[c]}" for c in table.request_columns]
+        else:
+            engine, order = "AggregatingMergeTree", f"({', '.join(['ts', *table.dimensions])})"
+            columns = [
+                "ts DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))",
+                *(f"{d} LowCardinality(String)" for d in table.dimensions),
+                *(c.definition() for c in table.columns),
+            ]
+            partition = _partition(table.grain, totals=not table.dimensions)
+            if not table.dimensions:
+                settings |= {"index_granularity": TOTALS_GRANULE, **TOTALS_PARTS}
+        listed = ",\n    ".join(columns)
+        return (
+            # On a cluster: where a row would go, were rows written to the Distributed
+            # table (they are not: each shard's views fill its local tables, and queries
+            # add the shards up).
+            f"-- sharding_key: cityHash64({', '.join(table.dimensions) or 'ts'})\n"
+            f"CREATE TABLE IF NOT EXISTS {quote_identifier(self.database)}.{table.name}\n"
+            f"(\n    {listed}\n)\n"
+            f"ENGINE = {engine}\nPARTITION BY {partition}\nORDER BY {order}\n"
+            f"TTL toDateTime(ts) + INTERVAL {int(self.ttl_days)} DAY\n"
+            f"SETTINGS {', '.join(f'{k} = {v}' for k, v in settings.items())}\n"
+            f"COMMENT {_literal(self.comment)}"
+        )
 
 
 Kind = Literal["table", "view", "materialized view"]
@@ -94,11 +212,12 @@ def build(store: Store, cluster: ClusterMigrator | None, rollup: RollupTables) -
         run(rollup.create_views)
 
 
-def build_view(store: Store, statements: Sequence[str]) -> None:
-    """Make a rollup that is a view (where rollups are not tables): ``statements`` create
-    it (or replace it) and comment it."""
-    for statement in statements:
-        store.command(statement)
+def build_view(store: Store, name: str, select: str, comment: str) -> None:
+    """Make a rollup that is a view (where rollups are not tables): ``select``, in the
+    store's dialect, as view ``name`` (replacing one there), commented with ``comment``."""
+    view = f"{quote_identifier(store.database)}.{quote_identifier(name)}"
+    store.command(f"CREATE OR REPLACE VIEW {view} AS\n{select}")
+    store.command(f"COMMENT ON VIEW {view} IS {_sql_string(comment)}")
 
 
 @contextmanager
@@ -198,3 +317,13 @@ def exists(store: Store, name: str) -> bool:
 
 
 _ACCESS_DENIED = 497
+
+
+def _literal(text: str) -> str:
+    """A ClickHouse string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _sql_string(text: str) -> str:
+    """A standard SQL string literal (quotes doubled, backslashes as they are)."""
+    return "'" + text.replace("'", "''") + "'"
