@@ -280,7 +280,7 @@ class Warehouse:
         ``parameters`` as text (``since="7d"``, ``limit="5"``), checked against its
         header, defaults filled in; see docs/named-queries.md."""
         query = name if isinstance(name, NamedQuery) else read_query(name)
-        values = bind(query, parameters, self.store.capabilities.dialect)
+        values = bind(query, parameters)
         return self.sql(query.text, values)
 
     def scoped(self, filters: Mapping[str, FilterValue] | None) -> dict[str, FilterValue]:

@@ -185,9 +185,9 @@ def test_parameters_are_checked_and_named_in_the_error():
         bind(query, {"since": "yesterday"})
     with pytest.raises(QueryError, match="parameter ttft_ms is a Float64, not 'nan'"):
         bind(read_query("threshold_breaches_by_region"), {"ttft_ms": "nan"})
-    values = bind(query, {"since": "2h"}, "clickhouse", now=START)
-    day = f"{DAY:%Y-%m-%d}"
-    assert values == {"since": f"{day} 06:00:00.000", "until": f"{day} 08:00:00.000", "limit": 20}
+    values = bind(query, {"since": "2h"}, now=START + timedelta(microseconds=1500))
+    since, until = START - timedelta(hours=2), START + timedelta(milliseconds=1)
+    assert values == {"since": since + timedelta(milliseconds=1), "until": until, "limit": 20}
 
 
 def test_a_parameter_without_a_default_must_be_given(tmp_path):

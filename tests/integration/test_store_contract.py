@@ -1,7 +1,7 @@
 """What every Store promises, checked on each backend."""
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
@@ -24,6 +24,16 @@ def test_parameters_are_bound_by_the_database_never_spliced(store):
     sql = f"SELECT {v} AS v, {n} + 1 AS n"
     row = store.query_arrow(sql, {"v": hostile, "n": 41}).to_pylist()[0]
     assert row == {"v": hostile, "n": 42}
+
+
+def test_a_time_is_bound_to_the_millisecond(store):
+    """A zoned time keeps its milliseconds (ClickHouse's client alone sends whole
+    seconds) and its instant (sent in UTC)."""
+    moment = datetime(2026, 3, 1, 9, 30, 15, 123000, tzinfo=timezone(timedelta(hours=2)))
+    t = placeholder(store, "t", "DateTime64(3, 'UTC')")
+    cast = "" if store.capabilities.dialect == "clickhouse" else "::TIMESTAMPTZ"
+    [row] = store.query_arrow(f"SELECT {t}{cast} AS t", {"t": moment}).to_pylist()
+    assert row["t"] == moment
 
 
 def test_database_errors_carry_the_databases_own_message(store):

@@ -112,12 +112,11 @@ def read_query(name_or_path: str | Path) -> NamedQuery:
 def bind(
     query: NamedQuery,
     given: Mapping[str, str],
-    dialect: str | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """The values of ``query``'s parameters from ``name=value`` text, defaults filled
-    in, as a store of ``dialect`` binds them; a clear error naming the parameter for one
-    unknown, missing or malformed."""
+    in (a time to the millisecond, as ``DateTime64(3)`` holds it); a clear error naming
+    the parameter for one unknown, missing or malformed."""
     declared = {p.name: p for p in query.parameters}
     unknown = sorted(set(given) - set(declared))
     if unknown:
@@ -134,11 +133,7 @@ def bind(
             )
         value = _value(query.name, parameter, str(text), now)
         if isinstance(value, datetime):
-            # To the millisecond, as DateTime64(3) holds it; ClickHouse takes the text
-            # (its client would send a datetime without the milliseconds).
             value = value.replace(microsecond=value.microsecond // 1000 * 1000)
-            if dialect == "clickhouse":
-                value = value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
         values[parameter.name] = value
     return values
 
