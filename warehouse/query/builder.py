@@ -346,9 +346,8 @@ def compile_question(
     sql_columns = tuple(keys + [m.name for m in in_sql] + list(histograms.values()) + checks)
     check_limit(question.limit)
     order = _order(question, columns, group)
-    sorted_later = (
-        question.order_by is not None and question.order_by.lstrip("-") not in sql_columns
-    )
+    later = question.order_by
+    sorted_later = later is not None and later.lstrip("-") not in sql_columns
     if sorted_later:
         order = f" ORDER BY {', '.join(group)}" if group else ""
     sql += order
@@ -373,7 +372,7 @@ def compile_question(
         columns,
         sql_columns,
         percentiles,
-        (question.order_by, question.limit) if sorted_later else None,
+        (later, question.limit) if later is not None and sorted_later else None,
     )
     # The SQL path stays the fallback of the client merge, for ragged ends too busy to
     # ship request by request.
@@ -736,8 +735,9 @@ def _piece_conditions(
     for table, pieces in spans.items():
         grain = (grains or {}).get(table)
         # One piece is one range, which plans fastest of all.
-        several = grain is not None and len(pieces) > 1
-        listed = _listed_buckets(grain, [span for _, span in pieces]) if several else None
+        listed = None
+        if grain is not None and len(pieces) > 1:
+            listed = _listed_buckets(grain, [span for _, span in pieces])
         found[table] = listed or " OR ".join(
             f"({_within(index, span, parameters, table == 'requests' and by_hour)})"
             for index, span in pieces
@@ -902,6 +902,7 @@ def _plan_built_in(
 def _measure_sql(m: Measure, measures: list[Measure], plan: Plan) -> str:
     if not m.is_percentile:
         return m.rollup if plan.rollup else m.raw  # type: ignore[return-value]
+    assert m.level is not None  # a percentile's
     levels = sorted({x.level for x in measures if x.column == m.column and x.level is not None})
     listed = ", ".join(repr(level) for level in levels)
     if plan.percentiles == "exact":
@@ -916,14 +917,14 @@ def _values(name: str, value: FilterValue, param_type: str | None = None) -> lis
     if not values:
         raise QueryError(f"filter {name}: empty list of values")
     param_type = param_type or dimension(name).param_type
-    checked = []
+    checked: list[bool | int | str] = []
     for v in values:
         if param_type == "Bool" and isinstance(v, bool):
             checked.append(v)
         elif param_type == "Bool" and str(v).lower() in ("true", "false", "1", "0"):
             checked.append(str(v).lower() in ("true", "1"))
         elif param_type.startswith("UInt") and not isinstance(v, bool) and str(v).isdigit():
-            checked.append(int(v))
+            checked.append(int(str(v)))
         elif param_type == "String" and isinstance(v, str | int) and not isinstance(v, bool):
             checked.append(str(v))
         else:

@@ -19,7 +19,7 @@ refuses anything else; a question with such a measure stays on the SQL path.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -264,15 +264,15 @@ def aggregate(sql: str) -> pl.Expr:
 
 
 @functools.lru_cache(maxsize=512)
-def _parsed(sql: str) -> exp.Expression:
+def _parsed(sql: str) -> exp.Expr:
     try:
         return sqlglot.parse_one(sql, read="clickhouse")
     except sqlglot.errors.ParseError as error:
         raise Untranslatable(f"cannot parse {sql!r}") from error
 
 
-_AGGREGATES = {exp.Sum: "sum", exp.Max: "max", exp.Min: "min"}
-_ARITHMETIC = {
+_AGGREGATES: dict[type[exp.Expr], str] = {exp.Sum: "sum", exp.Max: "max", exp.Min: "min"}
+_ARITHMETIC: dict[type[exp.Expr], Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
     exp.Add: lambda a, b: a + b,
     exp.Sub: lambda a, b: a - b,
     exp.Mul: lambda a, b: a * b,
@@ -280,7 +280,7 @@ _ARITHMETIC = {
 }
 
 
-def _translate(node: exp.Expression) -> pl.Expr:
+def _translate(node: exp.Expr) -> pl.Expr:
     if isinstance(node, exp.Alias | exp.Paren):
         return _translate(node.this)
     if type(node) in _AGGREGATES:
@@ -297,7 +297,7 @@ def _translate(node: exp.Expression) -> pl.Expr:
     raise Untranslatable(f"cannot compute {node.sql('clickhouse')!r} here")
 
 
-def _row_value(node: exp.Expression) -> pl.Expr:
+def _row_value(node: exp.Expr) -> pl.Expr:
     """A column, or a function of one row, inside an aggregate."""
     if isinstance(node, exp.Column):
         return pl.col(node.name)
@@ -311,7 +311,7 @@ def _row_value(node: exp.Expression) -> pl.Expr:
     raise Untranslatable(f"cannot compute {node.sql('clickhouse')!r} per row here")
 
 
-def _is_zero(node: exp.Expression) -> bool:
+def _is_zero(node: exp.Expr) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string and float(node.this) == 0
 
 

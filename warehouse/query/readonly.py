@@ -50,7 +50,7 @@ _CLICKHOUSE_READS = ("SHOW", "DESCRIBE", "DESC", "EXPLAIN", "EXISTS")
 _LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:--[^\n]*(?:\n|\Z)|/\*.*?\*/))*", re.S)
 
 
-def check_read_only(sql: str) -> exp.Expression | None:
+def check_read_only(sql: str) -> exp.Expr | None:
     """The parsed query, or an error naming what is not a plain read.
 
     Returns None for ClickHouse-only read statements sqlglot cannot model (``SHOW``,
@@ -117,7 +117,7 @@ TENANT_TABLES = tuple(tenancy.TENANT_TABLES)
 _TENANT_PARAMETER = "llmwh_tenant"
 
 
-def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
+def scope_to_tenant(tree: exp.Expr, database: str) -> exp.Expr:
     """The second wall behind the row policies: ``tree`` held to the tenant tables, each
     table with a ``tenant`` column replaced by its rows of one tenant.
 
@@ -178,7 +178,8 @@ def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
             raise QueryError("SAMPLE is refused when reading as a tenant")
         if name not in tenancy.TENANT_COLUMN_TABLES:
             continue  # the series tables: their row policy alone holds them
-        final = isinstance(table.parent, exp.Final)
+        parent = table.parent
+        final = isinstance(parent, exp.Final)
         source = f"{db}.{name}" if db else name
         rows = sqlglot.parse_one(
             f"SELECT * FROM {source}{' FINAL' if final else ''} "
@@ -186,7 +187,9 @@ def scope_to_tenant(tree: exp.Expression, database: str) -> exp.Expression:
             read=dialects.WarehouseClickHouse,
         )
         alias = exp.TableAlias(this=exp.to_identifier(table.alias_or_name))
-        (table.parent if final else table).replace(exp.Subquery(this=rows, alias=alias))
+        (parent if isinstance(parent, exp.Final) else table).replace(
+            exp.Subquery(this=rows, alias=alias)
+        )
     return tree
 
 

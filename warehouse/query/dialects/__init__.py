@@ -39,7 +39,7 @@ def dialect_for(name: str) -> type[sqlglot.Dialect]:
         raise QueryError(f"no SQL dialect {name!r}; known: {', '.join(_DIALECTS)}") from None
 
 
-def parse(sql: str) -> exp.Expression:
+def parse(sql: str) -> exp.Expr:
     """Parse one ClickHouse SQL expression or statement."""
     try:
         return sqlglot.parse_one(sql, read=WarehouseClickHouse)
@@ -47,7 +47,7 @@ def parse(sql: str) -> exp.Expression:
         raise QueryError(f"cannot parse SQL: {_first_line(str(error))}") from None
 
 
-def render(tree: exp.Expression, dialect: str) -> str:
+def render(tree: exp.Expr, dialect: str) -> str:
     """SQL text of ``tree`` for a store of ``dialect``."""
     try:
         return tree.sql(dialect=dialect_for(dialect), unsupported_level=sqlglot.ErrorLevel.RAISE)

@@ -18,32 +18,32 @@ from warehouse.errors import QueryError
 
 __all__ = ["WarehouseDuckDB"]
 
-Args = list[exp.Expression]
+Args = list[exp.Expr]
 
 
-def _cast(type_name: str) -> Callable[[Args], exp.Expression]:
+def _cast(type_name: str) -> Callable[[Args], exp.Expr]:
     return lambda args: exp.cast(args[0], exp.DataType.build(type_name, dialect="duckdb"))
 
 
-def _cast_integer(type_name: str) -> Callable[[Args], exp.Expression]:
+def _cast_integer(type_name: str) -> Callable[[Args], exp.Expr]:
     # ClickHouse truncates a float toward zero where DuckDB's CAST rounds.
     return lambda args: exp.cast(
         _call("trunc", args[0]), exp.DataType.build(type_name, dialect="duckdb")
     )
 
 
-def _call(name: str, *args: exp.Expression) -> exp.Expression:
+def _call(name: str, *args: exp.Expr) -> exp.Expr:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def _start_of_interval(args: Args) -> exp.Expression:
+def _start_of_interval(args: Args) -> exp.Expr:
     # ClickHouse counts seconds, minutes and days from the Unix epoch, hours from each
     # midnight and weeks from Mondays; DuckDB's time_bucket counts from 2000-01-03
     # unless told otherwise, which would shift buckets such as 7 minutes.
     ts, interval = args[0], args[1]
     unit = interval.text("unit").upper() if isinstance(interval, exp.Interval) else ""
     if unit in ("HOUR", "HOURS"):
-        origin: exp.Expression = exp.func("date_trunc", exp.Literal.string("day"), ts.copy())
+        origin: exp.Expr = exp.func("date_trunc", exp.Literal.string("day"), ts.copy())
     elif unit in ("WEEK", "WEEKS"):
         origin = _timestamp("1970-01-05 00:00:00+00")  # a Monday
     else:
@@ -51,16 +51,16 @@ def _start_of_interval(args: Args) -> exp.Expression:
     return _call("time_bucket", interval, ts, origin)
 
 
-def _timestamp(text: str) -> exp.Expression:
+def _timestamp(text: str) -> exp.Expr:
     return exp.cast(exp.Literal.string(text), "TIMESTAMPTZ")
 
 
-def _from_unix_milli(args: Args) -> exp.Expression:
+def _from_unix_milli(args: Args) -> exp.Expr:
     # epoch_ms(BIGINT) is a naive TIMESTAMP in UTC; make it a TIMESTAMPTZ as ts is.
     return exp.AtTimeZone(this=_call("epoch_ms", args[0]), zone=exp.Literal.string("UTC"))
 
 
-_FUNCTIONS: dict[str, Callable[[Args], exp.Expression]] = {
+_FUNCTIONS: dict[str, Callable[[Args], exp.Expr]] = {
     "toFloat64": _cast("DOUBLE"),
     "toFloat32": _cast("REAL"),
     "toInt64": _cast_integer("BIGINT"),
@@ -94,7 +94,7 @@ _QUANTILES: dict[str, tuple[str, bool]] = {
 }
 
 # Plain aggregates that take the `If` combinator: ClickHouse `fIf(x, cond)`.
-_AGGREGATES: dict[str, Callable[[Args], exp.Expression]] = {
+_AGGREGATES: dict[str, Callable[[Args], exp.Expr]] = {
     "sum": lambda args: exp.Sum(this=args[0]),
     "avg": lambda args: exp.Avg(this=args[0]),
     "min": lambda args: exp.Min(this=args[0]),
@@ -105,18 +105,18 @@ _AGGREGATES: dict[str, Callable[[Args], exp.Expression]] = {
 }
 
 
-def _alias_name(expression: exp.Expression) -> str | None:
+def _alias_name(expression: exp.Expr) -> str | None:
     """The name an unqualified column in GROUP BY may refer to as a SELECT alias."""
     if isinstance(expression, exp.Column) and not expression.table:
         return expression.name
     return None
 
 
-def _filtered(aggregate: exp.Expression, condition: exp.Expression) -> exp.Expression:
+def _filtered(aggregate: exp.Expr, condition: exp.Expr) -> exp.Expr:
     return exp.Filter(this=aggregate, expression=exp.Where(this=condition))
 
 
-def _quantile(name: str, levels: Args, args: Args) -> exp.Expression:
+def _quantile(name: str, levels: Args, args: Args) -> exp.Expr:
     function, many = _QUANTILES[name]
     level = exp.Array(expressions=list(levels)) if many else levels[0]
     # ClickHouse interpolates in Float64 whatever the column; DuckDB in the column's type.
@@ -171,11 +171,11 @@ class WarehouseDuckDBGenerator(DuckDBGenerator):
             expression.set("is_global", None)
         return super().in_sql(expression)
 
-    def join_sql(self, expression: exp.Join) -> str:
+    def join_sql(self, expression: exp.Join, join_op: str | None = None) -> str:
         if expression.args.get("global_"):  # as GLOBAL IN
             expression = expression.copy()
             expression.set("global_", None)
-        return super().join_sql(expression)
+        return super().join_sql(expression, join_op)
 
     def quantile_sql(self, expression: exp.Quantile) -> str:
         # sqlglot reads ClickHouse's quantile(q)(x), which is approximate, as the exact
