@@ -151,7 +151,9 @@ def _build(
     package: str,
     messages: list[descriptor_pb2.DescriptorProto],
     dependencies: Iterable[str] = (),
-):
+) -> Any:
+    """The messages of one file: a :class:`_Namespace`, typed ``Any`` because its
+    classes are built at run time (no stubs) and read as its attributes."""
     proto = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="proto3")
     proto.dependency.extend(dependencies)
     proto.message_type.extend(messages)
@@ -163,7 +165,9 @@ def _build(
     return _Namespace(package, classes)
 
 
-def _histogram(package: str, *, reset_hint_values: list[tuple[str, int]], v2: bool):
+def _histogram(
+    package: str, *, reset_hint_values: list[tuple[str, int]], v2: bool
+) -> descriptor_pb2.DescriptorProto:
     """The native histogram message: identical wire layout in 1.0 and 2.0."""
     span = f".{package}.BucketSpan"
     fields = [

@@ -8,7 +8,7 @@ rollup where one covers the question) with the same stated errors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 import polars as pl
@@ -127,7 +127,9 @@ def min_group_size(total: int) -> int:
     return max(10, total // 1000)
 
 
-def _on_grid(frame: pl.DataFrame, since, until, interval: timedelta) -> pl.DataFrame:
+def _on_grid(
+    frame: pl.DataFrame, since: datetime, until: datetime, interval: timedelta
+) -> pl.DataFrame:
     """Every interval of the range, those without requests as nulls (so that a chart
     breaks its line there) but for the budget, which stands where it was."""
     first = floor_to(since, interval)

@@ -4,7 +4,7 @@ nothing fetched, so it opens offline and can be forwarded as it is."""
 from __future__ import annotations
 
 import html
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
@@ -266,7 +266,7 @@ def _when(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def _duration(interval) -> str:
+def _duration(interval: timedelta) -> str:
     minutes = int(interval.total_seconds() // 60)
     if minutes % 1440 == 0:
         return f"{minutes // 1440} d"

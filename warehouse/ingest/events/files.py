@@ -8,9 +8,10 @@ whole file at once, for files known to be small.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from os import PathLike
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -127,9 +128,10 @@ def _sliced(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
 
 
 _WHERE = re.compile(r"\A(line|row) (\d+)")
+_Data = TypeVar("_Data", bytes, pa.Table)
 
 
-def _shifted(decode, data, unit: str, before: int) -> pa.Table:
+def _shifted(decode: Callable[[_Data], pa.Table], data: _Data, unit: str, before: int) -> pa.Table:
     """``decode(data)``, its error naming the line or row in the whole file."""
     try:
         return decode(data)

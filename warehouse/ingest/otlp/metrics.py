@@ -41,7 +41,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as otlp
 
 from warehouse.ingest.otlp import native_histograms
-from warehouse.ingest.otlp.delta import DeltaBatch, Overlap, Summed, Totals
+from warehouse.ingest.otlp.delta import DeltaBatch, Overlap, Reshape, Summed, Totals
 from warehouse.ingest.otlp.metric_names import label_name, le_value, metric_name, prometheus_unit
 from warehouse.wire import prometheus as proto
 
@@ -73,6 +73,13 @@ _Summer = Callable[..., Summed]
 """Sums a delta point into its stream: ``(kind, shape, values, reshape=None)``."""
 _Plan = Callable[[Any, dict[str, str], str, "_Summer | None"], list["_Write"]]
 """The series a point (an OTLP data point) becomes: ``(point, labels, name, summed)``."""
+_Point = (
+    otlp.NumberDataPoint
+    | otlp.HistogramDataPoint
+    | otlp.ExponentialHistogramDataPoint
+    | otlp.SummaryDataPoint
+)
+"""A data point of any of the five metric types (gauges and sums share one)."""
 
 
 @dataclass
@@ -194,7 +201,8 @@ class _Request:
             for exemplar in w.exemplars:
                 self._exemplar(series, exemplar, w.at_ns)
 
-    def _get(self, key: tuple, owner: tuple, help_text: str, unit: str):
+    def _get(self, key: tuple, owner: tuple, help_text: str, unit: str) -> Any:
+        """The series of ``key`` (a ``TimeSeries`` message: no stubs), added if new."""
         found = self._series.get(key)
         if found is not None:
             return found[0]
@@ -214,7 +222,7 @@ class _Request:
             self.request.symbols.append(text)
         return ref
 
-    def _exemplar(self, series, exemplar: otlp.Exemplar, point_ns: int) -> None:
+    def _exemplar(self, series: Any, exemplar: otlp.Exemplar, point_ns: int) -> None:
         labels = _labels_of(
             (kv.key, attribute_text(kv.value)) for kv in exemplar.filtered_attributes
         )
@@ -297,14 +305,22 @@ class _Metric:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _labels(self, point, name: str) -> dict[str, str]:
+    def _labels(self, point: _Point, name: str) -> dict[str, str]:
         """The point's labels: its attributes, the scope's and the resource's, the name."""
         labels = _labels_of((kv.key, attribute_text(kv.value)) for kv in point.attributes)
         labels.update(self.scope)
         labels["__name__"] = name
         return labels
 
-    def _summed(self, point, labels, kind: str, shape, values: dict, reshape=None) -> Summed:
+    def _summed(
+        self,
+        point: _Point,
+        labels: dict[str, str],
+        kind: str,
+        shape: Hashable,
+        values: dict,
+        reshape: Reshape | None = None,
+    ) -> Summed:
         """A delta point summed into its stream (one per tenant, kind and series)."""
         key = (self.tenant, kind, tuple(sorted(labels.items())))
         try:
@@ -319,12 +335,19 @@ class _Metric:
 # ``summed`` sums a delta point into its stream (None for a cumulative one).
 
 
-def _gauge(point, labels: dict[str, str], name: str, summed: _Summer | None) -> list[_Write]:
+def _gauge(
+    point: otlp.NumberDataPoint, labels: dict[str, str], name: str, summed: _Summer | None
+) -> list[_Write]:
     return [_Write(labels, _stale_or(point, _number(point)), point.time_unix_nano)]
 
 
 def _sum(
-    point, labels: dict[str, str], name: str, summed: _Summer | None, *, monotonic: bool
+    point: otlp.NumberDataPoint,
+    labels: dict[str, str],
+    name: str,
+    summed: _Summer | None,
+    *,
+    monotonic: bool,
 ) -> list[_Write]:
     value, start = _number(point), point.start_time_unix_nano
     if summed:
@@ -343,7 +366,9 @@ def _sum(
     ]
 
 
-def _histogram(point, labels: dict[str, str], name: str, summed: _Summer | None) -> list[_Write]:
+def _histogram(
+    point: otlp.HistogramDataPoint, labels: dict[str, str], name: str, summed: _Summer | None
+) -> list[_Write]:
     counts = list(point.bucket_counts)
     bounds = list(point.explicit_bounds) if counts else []  # no buckets: only +Inf
     if len(bounds) > MAX_BUCKETS:
@@ -352,6 +377,7 @@ def _histogram(point, labels: dict[str, str], name: str, summed: _Summer | None)
         raise _Refused(f"{len(counts)} bucket counts for {len(bounds)} bounds")
     if not all(math.isfinite(b) for b in bounds) or bounds != sorted(set(bounds)):
         raise _Refused("explicit bounds are not finite and strictly increasing")
+    count: float  # an integer, or a delta stream's total
     count, total, start = point.count, point.sum, point.start_time_unix_nano
     if summed:
         values: Totals = {"count": count, "sum": total, **dict(enumerate(counts))}
@@ -382,7 +408,12 @@ def _histogram(point, labels: dict[str, str], name: str, summed: _Summer | None)
     return writes
 
 
-def _native(point, labels: dict[str, str], name: str, summed: _Summer | None) -> list[_Write]:
+def _native(
+    point: otlp.ExponentialHistogramDataPoint,
+    labels: dict[str, str],
+    name: str,
+    summed: _Summer | None,
+) -> list[_Write]:
     if point.scale < _MIN_SCALE:
         raise _Refused(f"scale {point.scale} is below Prometheus's {_MIN_SCALE}")
     widest = max(len(point.positive.bucket_counts), len(point.negative.bucket_counts))
@@ -399,6 +430,8 @@ def _native(point, labels: dict[str, str], name: str, summed: _Summer | None) ->
     negative = native_histograms.from_otlp(
         point.negative.offset, point.negative.bucket_counts, shift
     )
+    count: float  # integers, or a delta stream's totals
+    zero: float
     count, total, zero = point.count, point.sum, point.zero_count
     start = point.start_time_unix_nano
     if summed:
@@ -417,7 +450,7 @@ def _native(point, labels: dict[str, str], name: str, summed: _Summer | None) ->
         counts = cast("dict[Hashable, int]", totals)
         positive = {k[1]: v for k, v in counts.items() if isinstance(k, tuple) and k[0] == "p"}
         negative = {k[1]: v for k, v in counts.items() if isinstance(k, tuple) and k[0] == "n"}
-    native = {
+    native: dict[str, Any] = {
         "schema": scale,
         "zero_threshold": threshold,
         "zero_count_int": zero,
@@ -445,7 +478,9 @@ def _native(point, labels: dict[str, str], name: str, summed: _Summer | None) ->
     return [write]
 
 
-def _summary(point, labels: dict[str, str], name: str, summed: _Summer | None) -> list[_Write]:
+def _summary(
+    point: otlp.SummaryDataPoint, labels: dict[str, str], name: str, summed: _Summer | None
+) -> list[_Write]:
     labels = {k: v for k, v in labels.items() if k != "quantile"}  # the series' own label
     at, start = point.time_unix_nano, point.start_time_unix_nano
     writes = [
@@ -461,11 +496,11 @@ def _summary(point, labels: dict[str, str], name: str, summed: _Summer | None) -
     return writes
 
 
-def _number(point) -> float:
+def _number(point: otlp.NumberDataPoint | otlp.Exemplar) -> float:
     return point.as_int if point.WhichOneof("value") == "as_int" else point.as_double
 
 
-def _stale_or(point, value: float) -> float:
+def _stale_or(point: _Point, value: float) -> float:
     """``value``, or the staleness marker for a point that recorded none."""
     return _STALE_NAN if point.flags & _NO_RECORDED_VALUE else value
 

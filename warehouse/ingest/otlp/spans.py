@@ -18,7 +18,7 @@ from typing import cast
 import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Status
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from warehouse.errors import IngestError
 from warehouse.ingest.events import decode_arrow_table
@@ -120,7 +120,7 @@ def spans_to_requests(
 
 
 def _row(
-    span, own: dict[str, AnyValue], resource: dict[str, AnyValue], mapping: SpanMapping
+    span: Span, own: dict[str, AnyValue], resource: dict[str, AnyValue], mapping: SpanMapping
 ) -> tuple[dict[str, object], list[tuple[str, str]]]:
     """One span's column values, and its ``attrs`` pairs."""
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
@@ -147,7 +147,7 @@ def _row(
 
 
 def _outcome(
-    span, own: dict[str, AnyValue], row: dict[str, object], mapping: SpanMapping
+    span: Span, own: dict[str, AnyValue], row: dict[str, object], mapping: SpanMapping
 ) -> tuple[str, str]:
     """(status, error_class): a span failed when its status is ERROR or it names an
     ``error.type``; the type (or an HTTP status code) names the class."""
