@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/llmwh serve --demo
 
-# One pytest worker per core, each with its own embedded server; a module's tests stay
-# on one worker, so a module fixture (a Prometheus, a shared store) starts once. Modules
-# go out in the order tests/conftest.py collects them (slow ones first), not xdist's
+# A pytest worker per core and one more (tests/conftest.py: much of the suite waits on
+# real processes), each with its own embedded server; a module's tests stay on one
+# worker, so a module fixture (a Prometheus, a shared store) starts once. Modules go
+# out in the order tests/conftest.py collects them (slow ones first), not xdist's
 # default of the modules with the most tests first, which left kill -9 (4 tests, 4
 # minutes) to the end.
 test: $(STAMP) system-deps
