@@ -9,7 +9,6 @@ otherwise, and records the choice and the reason in a :class:`Plan`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -331,8 +330,7 @@ def compile_question(
         local = _merged_here(question, source, plan, dims, measures, filters, database)
     table = f"{quote_identifier(database)}.{plan.source} AS src"
     if composite and source is not None:
-        asked = " ".join(select)
-        used = [c for c in source.columns if re.search(rf"\b{c}\b", asked)]
+        used = local_merge.used_columns(source.columns, select)
         table = f"{_composite(source, plan, database, parameters, used, spans)} AS src"
         spans = spans and "_spans"  # each piece lists the spans of its rows
     if spans:
@@ -672,14 +670,14 @@ def _covers(
     return all(f"{check_prefix(c, limit)}_n" in columns for c, limit in question.checks)
 
 
-_ROLLUP_COLUMN = re.compile(r"\b(requests|errors|rejections|good|\w+_sum|\w+_hist)\b")
-
-
 def _needed_columns(m: Measure) -> set[str] | None:
-    """The rollup columns ``m`` reads; None when no rollup can answer it."""
+    """The rollup columns ``m`` reads; None when no rollup can answer it. The count of
+    good requests is left out: each rollup computes it from columns of its own."""
     if m.is_percentile:
         return {f"{m.column}_hist"}
-    return None if m.rollup is None else set(_ROLLUP_COLUMN.findall(m.rollup))
+    if m.rollup is None:
+        return None
+    return set(local_merge.columns_read(m.rollup.replace(GOOD_COUNT, "0")))
 
 
 def _composite(
