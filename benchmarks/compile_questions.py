@@ -1,0 +1,108 @@
+"""What compiling and rendering a question costs, before any store is asked.
+
+    python benchmarks/compile_questions.py [--repeat 200]
+
+Three kinds of question, each compiled by the query builder and rendered for its
+target, timed per question (the median of ``--repeat`` rounds, after a warm-up):
+
+* ``drill``: `llmwh drill`'s question (p95 TTFT, error rate, count by model and region,
+  one model filtered) from raw rows, rendered for ClickHouse and for DuckDB;
+* ``sla``: the measures of each shipped SLO's objectives over 7 days with ragged ends,
+  answered from its rollup (whole hours, minutes and seconds and raw rows, merged in
+  the client), rendered for ClickHouse;
+* ``grafana``: every panel of the shipped dashboards that is a question, rendered for
+  Grafana's ClickHouse data source.
+
+The budget (docs/benchmarks.md): at most 2 ms a question on the project's 2-core
+machine. The script prints each kind's median and worst, and exits non-zero when a
+median is over ``--budget-ms``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from warehouse.exporters import grafana_dashboards
+from warehouse.query import grafana
+from warehouse.query.builder import Question, compile_question
+from warehouse.query.slo import SLO, load_slo
+from warehouse.query.slo_rollup import SloRollup
+from warehouse.query.timerange import TimeRange
+from warehouse.store.clickhouse import SERVER
+from warehouse.store.duckdb import CAPABILITIES as DUCKDB
+
+SHIPPED_SLOS = ("chat-assistant", "code-completion", "batch-summarization")
+END = datetime(2026, 12, 4, 17, 41, 23, 417000, tzinfo=UTC)
+"""Mid-second, so that a rollup answers in pieces down to raw rows."""
+
+
+def timed(work: Callable[[], object], repeat: int) -> float:
+    """The median seconds of one call of ``work`` over ``repeat`` calls, after a warm-up."""
+    for _ in range(3):
+        work()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def drill(dialect: str) -> Callable[[], object]:
+    question = Question(
+        ["p95_ttft_ms", "error_rate", "count"],
+        TimeRange(END - timedelta(hours=6), END),
+        by=["model", "region"],
+        filters={"model": "llama-3-70b"},
+    )
+    capabilities = SERVER if dialect == "clickhouse" else DUCKDB
+    return lambda: compile_question(question, capabilities, "llmwh").render(dialect)
+
+
+def sla(slo: SLO) -> Callable[[], object]:
+    rollup = SloRollup(slo)
+    question = Question(
+        list(slo.measures),
+        TimeRange(END - timedelta(days=7, seconds=41.2), END),
+        filters=dict(slo.scope),
+        thresholds={k: float(v) for k, v in slo.thresholds.items()},
+    )
+    source = rollup.source(SERVER)
+    return lambda: compile_question(question, SERVER, "llmwh", [source]).render("clickhouse")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--budget-ms", type=float, default=2.0)
+    args = parser.parse_args()
+
+    kinds: dict[str, dict[str, Callable[[], object]]] = {
+        "drill": {"clickhouse": drill("clickhouse"), "duckdb": drill("duckdb")},
+        "sla": {name: sla(load_slo(name)) for name in SHIPPED_SLOS},
+        "grafana": {
+            f"panel {i}: {', '.join(question.measures)}": (lambda q=question: grafana.render(q))
+            for i, question in enumerate(grafana_dashboards.questions().values(), start=1)
+        },
+    }
+    over = False
+    print(f"{'kind':<8} {'questions':>9} {'median ms':>10} {'worst ms':>9}  worst")
+    for kind, works in kinds.items():
+        each = {name: timed(work, args.repeat) * 1000 for name, work in works.items()}
+        worst = max(each, key=each.__getitem__)
+        median = statistics.median(each.values())
+        over |= median > args.budget_ms
+        label = worst if len(worst) <= 48 else worst[:45] + "..."
+        print(f"{kind:<8} {len(each):>9} {median:>10.3f} {each[worst]:>9.3f}  {label}")
+    if over:
+        print(f"a median is over the budget of {args.budget_ms} ms a question", file=sys.stderr)
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
