@@ -240,6 +240,21 @@ def test_sql_in_clickhouse_dialect_gives_the_same_answer_on_both_stores(stores, 
     assert duck["p50"] == pytest.approx(np.quantile(ttft, 0.5), rel=1e-6)
 
 
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_sql_prints_a_datetime_as_a_time_in_every_format(stores, requests, fmt):
+    """ClickHouse sends a DateTime (toStartOfHour's, not a DateTime64) as seconds in
+    Arrow; they print as the time they are, on both stores, and a UInt32 stays a number."""
+    first = pc.min(requests.column("ts")).as_py().replace(minute=0, second=0, microsecond=0)
+    query = "SELECT toStartOfHour(min(ts)) AS first_hour, toUInt32(7) AS n FROM requests"
+    for url in stores.values():
+        out = run("sql", query, "--format", fmt, "--store", url).stdout
+        assert f"{first:%Y-%m-%d}" in out and f"{first:%H}:00:00" in out, out
+        assert str(int(first.timestamp())) not in out, out  # not epoch seconds
+        if fmt == "json":
+            [row] = json.loads(out)
+            assert row["n"] == 7
+
+
 @pytest.mark.parametrize(
     ("query", "message"),
     [

@@ -18,7 +18,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
-from warehouse.errors import QueryError
+from warehouse.errors import QueryError, StoreError
 from warehouse.query import dialects
 from warehouse.store import tenancy
 from warehouse.store.base import Store
@@ -103,13 +103,45 @@ def run_read_only(
         tree = scope_to_tenant(tree, store.database)
         scoped = store.as_tenant(tenant)
         parameters = {**(parameters or {}), _TENANT_PARAMETER: tenant}
-        return scoped.query_arrow(dialects.render(tree, dialect), parameters)
+        rendered = dialects.render(tree, dialect)
+        answer = scoped.query_arrow(rendered, parameters)
+        if dialect == dialects.SOURCE:
+            return _with_times(scoped, rendered, parameters, answer)
+        return answer
     if dialect == dialects.SOURCE:
         # The user's own text, so every ClickHouse feature works as written.
-        return store.query_arrow(sql, parameters, settings={"readonly": 1})
+        answer = store.query_arrow(sql, parameters, settings={"readonly": 1})
+        return _with_times(store, sql, parameters, answer)
     if tree is None:
         raise QueryError(f"{sql.split(None, 1)[0].upper()} runs on ClickHouse stores only")
     return store.query_arrow(dialects.render(tree, dialect), parameters)
+
+
+_DATETIME = re.compile(r"(?:Nullable\()?DateTime(?:\('(?P<zone>[^']+)'\))?\)?")
+
+
+def _with_times(
+    store: Store, sql: str, parameters: dict[str, Any] | None, answer: pa.Table
+) -> pa.Table:
+    """``answer`` with its DateTime columns as times. ClickHouse writes a DateTime as
+    UInt32 seconds in Arrow (DateTime64 as a timestamp), which would print as integers;
+    its result's types, from ``DESCRIBE``, say which columns they are."""
+    if not any(pa.types.is_uint32(field.type) for field in answer.schema):
+        return answer
+    try:
+        described = store.query_arrow(f"DESCRIBE ({sql})", parameters, settings={"readonly": 1})
+    except StoreError:
+        return answer  # a statement DESCRIBE cannot take (SHOW ...): its columns as sent
+    types = described.column("type").to_pylist()
+    if len(types) != answer.num_columns:
+        return answer
+    columns = answer.columns
+    for i, (field, kind) in enumerate(zip(answer.schema, types, strict=True)):
+        found = _DATETIME.fullmatch(kind)
+        if found and pa.types.is_uint32(field.type):
+            zone = found["zone"] or "UTC"
+            columns[i] = columns[i].cast(pa.int64()).cast(pa.timestamp("s", tz=zone))
+    return pa.table(columns, names=answer.column_names)
 
 
 TENANT_TABLES = tuple(tenancy.TENANT_TABLES)
