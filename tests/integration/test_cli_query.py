@@ -219,6 +219,12 @@ def test_sla_prints_the_budget_and_burn_rates(url, requests):
     assert row["budget_remaining"] == pytest.approx(1 - (1 - row["attainment"]) / 0.01)
 
 
+def test_slo_status_without_rollups_says_how_to_build_one(stores):
+    for url in stores.values():
+        shown = run("slo", "status", "--store", url)
+        assert "`llmwh slo apply` builds one" in shown.stderr
+
+
 # -- sql ----------------------------------------------------------------------------------
 
 

@@ -55,4 +55,11 @@ def slo_status(
 ) -> None:
     """List each SLO rollup: its SLO, version, state, rows, bytes and newest minute."""
     with open_warehouse(store, data, config_file) as wh:
-        write(wh.slo_status(), fmt, output)
+        found = wh.slo_status()
+        write(found, fmt, output)
+    if found.is_empty():
+        typer.echo(
+            "no SLO rollup here yet: `llmwh slo apply` builds one for every shipped SLO "
+            "(or `--slo NAME`); until then `llmwh sla` reads raw rows",
+            err=True,
+        )
