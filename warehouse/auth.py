@@ -17,6 +17,7 @@ import secrets
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from warehouse.config import Config
 from warehouse.errors import ConfigError
@@ -190,7 +191,7 @@ def load_access(config: Config) -> Access:
     return Access(config.auth_token, config.basic_auth, grants)
 
 
-def _grant(name: str, entry: dict, where: str) -> Grant:
+def _grant(name: str, entry: dict[str, Any], where: str) -> Grant:
     unknown = sorted(set(entry) - {"name", "token_sha256", "tenants", "rights"})
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")

@@ -214,8 +214,10 @@ def compare(
     return outcome
 
 
-def _rows(frame: pl.DataFrame, keys: tuple[str, ...], outcome: Comparison) -> dict[tuple, dict]:
-    rows: dict[tuple, dict] = {}
+def _rows(
+    frame: pl.DataFrame, keys: tuple[str, ...], outcome: Comparison
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
     present = [k for k in keys if k in frame.columns]
     for row in frame.iter_rows(named=True):
         key = tuple(row[k] for k in present)
@@ -227,7 +229,7 @@ def _rows(frame: pl.DataFrame, keys: tuple[str, ...], outcome: Comparison) -> di
     return rows
 
 
-def _label(keys: tuple[str, ...], key: tuple) -> str:
+def _label(keys: tuple[str, ...], key: tuple[Any, ...]) -> str:
     return ", ".join(f"{k}={_show(v)}" for k, v in zip(keys, key, strict=False)) or "(one row)"
 
 

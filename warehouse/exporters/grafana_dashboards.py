@@ -158,7 +158,11 @@ def panel(
 
 
 def dashboard(
-    uid: str, title: str, description: str, variables: list[dict], panels: list[dict]
+    uid: str,
+    title: str,
+    description: str,
+    variables: list[dict[str, Any]],
+    panels: list[dict[str, Any]],
 ) -> dict[str, Any]:
     for number, p in enumerate(panels, start=1):
         p["id"] = number
@@ -319,7 +323,7 @@ def sla_overview() -> dict[str, Any]:
 def latency() -> dict[str, Any]:
     dims = SLA_DIMS  # what the minute rollup keeps; the drill-down has every dimension
 
-    def percentile(column: str, title: str, grid: tuple[int, int, int, int]) -> dict:
+    def percentile(column: str, title: str, grid: tuple[int, int, int, int]) -> dict[str, Any]:
         return panel(
             "timeseries",
             title,

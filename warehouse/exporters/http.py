@@ -7,10 +7,11 @@ and answers 401 without them (see :mod:`warehouse.auth`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.types import StartResponse
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
@@ -38,7 +39,7 @@ def serve_metrics(
     """Serve ``registry`` on ``host:port`` in a thread; ``shutdown()`` the result to stop."""
     metrics = make_wsgi_app(registry)
 
-    def guarded(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+    def guarded(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if not authorized(environ.get("HTTP_AUTHORIZATION"), token, basic):
             start_response(
                 "401 Unauthorized",

@@ -222,7 +222,12 @@ class Receiver:
             self.metrics.labelled(self.metrics.http_requests, endpoint, str(status)).inc()
 
     async def _refuse(
-        self, scope: Scope, send: Send, status: int, message: str, headers: list | None = None
+        self,
+        scope: Scope,
+        send: Send,
+        status: int,
+        message: str,
+        headers: list[tuple[str, str]] | None = None,
     ) -> None:
         """An error answer: plain text, or on OTLP paths the ``google.rpc.Status`` the
         OTLP specification asks for, in the request's encoding (protobuf when unknown)."""

@@ -114,7 +114,7 @@ class Body:
 class _Pending:
     tables: Mapping[str, pa.Table]
     nbytes: int
-    done: asyncio.Future = field(repr=False)
+    done: asyncio.Future[Any] = field(repr=False)
     dedup_token: str | None = None
     body: Body | None = None
     result: Any = None
@@ -182,7 +182,7 @@ class GroupCommitter:
         self._flushing_writes = 0
         self._queue: list[_Pending] = []
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._closing = False
 
     async def start(self) -> None:
@@ -249,9 +249,9 @@ class GroupCommitter:
         # Up to `concurrency` flushes run at once: ClickHouse runs one insert on about
         # one core, and writes that arrive meanwhile make the next flush larger.
         slots = asyncio.Semaphore(self.concurrency)
-        flushing: set[asyncio.Task] = set()
+        flushing: set[asyncio.Task[None]] = set()
 
-        def finished(task: asyncio.Task) -> None:
+        def finished(task: asyncio.Task[None]) -> None:
             flushing.discard(task)
             slots.release()
 

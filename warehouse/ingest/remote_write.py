@@ -55,7 +55,7 @@ from warehouse.ingest.remote_write_tables import (
     series_id,
     series_key,
 )
-from warehouse.ingest.request_pivot import Pivot, from_c_columns
+from warehouse.ingest.request_pivot import CSpec, Pivot, from_c_columns
 from warehouse.wire import prometheus as proto
 from warehouse.wire.prometheus import Records, gather, packed_doubles, packed_varints, scan
 
@@ -148,7 +148,7 @@ def decode_v1_batch(
     bodies: Sequence[bytes],
     min_timestamp: int,
     limits: tuple[int, int, int, int],
-    requests: tuple,
+    requests: CSpec,
     max_timestamp: int = ...,
     tenant: str | None = None,
 ) -> tuple[DecodedWrite, Pivot, list[int]]: ...
@@ -158,7 +158,7 @@ def decode_v1_batch(
     bodies: Sequence[bytes],
     min_timestamp: int,
     limits: tuple[int, int, int, int] = (0, 0, 0, 0),
-    requests: tuple | None = None,
+    requests: CSpec | None = None,
     max_timestamp: int = 2**63 - 1,
     tenant: str | None = None,
 ) -> tuple[DecodedWrite, Pivot | None, list[int]]:

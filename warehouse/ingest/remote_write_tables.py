@@ -364,7 +364,11 @@ def assemble(p: Parsed) -> DecodedWrite:
     return _tables(p, _ids(metric, keys, vals, offsets), metric, label_maps)
 
 
-def from_columns(columns: tuple) -> DecodedWrite:
+_V1Columns = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+"""The first item the C decoder returns: the series, then its 11 buffers."""
+
+
+def from_columns(columns: _V1Columns) -> DecodedWrite:
     """The tables of a write the C decoder read: checked, sorted and hashed already.
 
     ``columns`` is what ``warehouse.ingest._v1_fast.columns`` returns (see its source).

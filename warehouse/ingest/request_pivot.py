@@ -51,7 +51,7 @@ from warehouse.ingest.metric_mapping import (
 )
 from warehouse.ingest.remote_write_tables import DecodedWrite, label_map_array, string_array
 
-__all__ = ["TARGETS", "Pivot", "c_spec", "from_c_columns", "parts_table", "split_requests"]
+__all__ = ["TARGETS", "CSpec", "Pivot", "c_spec", "from_c_columns", "parts_table", "split_requests"]
 
 TARGETS = ("ts", "error", "http_status", *MEASURES)
 """What a mapped metric can fill, in the order of a :class:`Pivot`'s value columns."""
@@ -100,7 +100,22 @@ class Pivot:
     """Samples of mapped series that measured nothing (not finite, negative, too large)."""
 
 
-def c_spec(mapping: MetricMapping, tenant: str | None, keep_series: bool) -> tuple:
+CSpec = tuple[
+    bytes,
+    bytes | None,
+    bool,
+    tuple[tuple[bytes, int, float], ...],
+    tuple[bytes, ...],
+    tuple[bytes, ...],
+    tuple[float, ...],
+    int,
+]
+"""The C decoder's ``requests`` argument: request id label, tenant, keep_series, each
+metric's (name, target, scale), dimensions, rejection classes, each target's largest
+value, the error target."""
+
+
+def c_spec(mapping: MetricMapping, tenant: str | None, keep_series: bool) -> CSpec:
     """The ``requests`` argument of the C decoder (see ``_v1_fast.c``)."""
     return (
         mapping.request_id_label.encode(),
@@ -117,7 +132,12 @@ def c_spec(mapping: MetricMapping, tenant: str | None, keep_series: bool) -> tup
     )
 
 
-def from_c_columns(columns: tuple) -> Pivot:
+_PartColumns = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes,
+                     bytes, bytes, bytes, bytes, bytes, bytes, int, int]  # fmt: skip
+"""The third item the C decoder returns: requests, 16 buffers, samples taken, dropped."""
+
+
+def from_c_columns(columns: _PartColumns) -> Pivot:
     """The :class:`Pivot` the C decoder returned as its third item."""
     (n, tenant_offsets, tenant_data, id_offsets, id_data, first_ts, values, present, rank,
      class_offsets, class_data, class_valid, label_offsets, name_offsets, name_data,

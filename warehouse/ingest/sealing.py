@@ -176,7 +176,7 @@ class Sealer:
             refresh_limit=refresh_limit(config.seal_every_seconds),
         )
         self._request_label = request_label.encode()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:

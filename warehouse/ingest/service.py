@@ -245,7 +245,7 @@ class WriteService:
         self.metrics.request_samples_dropped.inc(pivot.dropped)
 
     def _logged_writes_inserted(
-        self, rows: Mapping[str, int], received: datetime, seconds: float, tenants: frozenset
+        self, rows: Mapping[str, int], received: datetime, seconds: float, tenants: frozenset[str]
     ) -> None:
         """The write-ahead log inserted a batch; its request parts wait to be sealed, each
         tenant's counted against that tenant (in multi-tenant mode)."""

@@ -12,6 +12,8 @@ everything the matchers select is always the right answer.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cramjam
 from google.protobuf.message import DecodeError
 
@@ -109,7 +111,7 @@ _SERIES_TAG = b"\x0a"  # QueryResult.timeseries: field 1, length-delimited
 _RESET_HINTS = {"unknown": 0, "yes": 1, "no": 2, "gauge": 3}
 
 
-def _histogram(sample: dict) -> V1.Histogram:
+def _histogram(sample: dict[str, Any]) -> V1.Histogram:
     """A stored native histogram sample as 1.0's ``Histogram``: the integer form (bucket
     deltas) when every count is a whole number, as Prometheus's own histograms are; the
     float form otherwise. 1.0 has no start timestamp: it is not sent."""
@@ -143,7 +145,7 @@ def _histogram(sample: dict) -> V1.Histogram:
     return histogram
 
 
-def _spans(sample: dict, side: str) -> list[V1.BucketSpan]:
+def _spans(sample: dict[str, Any], side: str) -> list[V1.BucketSpan]:
     offsets, lengths = sample[f"{side}_span_offsets"], sample[f"{side}_span_lengths"]
     return [V1.BucketSpan(offset=o, length=n) for o, n in zip(offsets, lengths, strict=True)]
 

@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
@@ -31,7 +32,7 @@ from warehouse.query.builder import quote_identifier
 from warehouse.query.slo import SLO
 from warehouse.query.slo_rollup import GRAIN, SloRollup, scope_terms
 from warehouse.store import slo_rollups
-from warehouse.store.base import Store
+from warehouse.store.base import Parameters, Store
 from warehouse.store.schema import on_cluster
 from warehouse.store.slo_rollups import Listed
 
@@ -143,7 +144,7 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
 
 
 def _newest(
-    store: Store, table: str, where: str = "", parameters: dict | None = None
+    store: Store, table: str, where: str = "", parameters: Parameters | None = None
 ) -> tuple[datetime | None, int]:
     """The newest ``ts`` of the rows ``where`` picks (None for none), and how many."""
     found = store.query_arrow(
@@ -153,7 +154,7 @@ def _newest(
     return (found["newest"] if found["n"] else None), int(found["n"])
 
 
-def _lag(store: Store, newest: datetime | None, scope: dict) -> float | None:
+def _lag(store: Store, newest: datetime | None, scope: dict[str, list[str]]) -> float | None:
     """Seconds from the rollup's newest minute to that of the newest request in its scope
     (reading only the requests after that minute); a view is never behind."""
     if not store.capabilities.materialized_views:
@@ -210,7 +211,7 @@ def _complete(store: Store, rollup: SloRollup) -> bool:
     return slo_rollups.exists(store, rollup.view)
 
 
-def _comment(text: str) -> dict:
+def _comment(text: str) -> dict[str, Any]:
     try:
         found = json.loads(text)
     except (TypeError, ValueError):

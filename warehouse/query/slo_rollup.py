@@ -93,7 +93,7 @@ class SloRollup:
         return all(_columns_of(name) is not None for name in self.slo.measures)
 
     @property
-    def definition(self) -> dict:
+    def definition(self) -> dict[str, object]:
         """All that shapes its rows; its hash is the version."""
         return {
             "grains_seconds": [int(grain.total_seconds()) for grain in self._lengths()],

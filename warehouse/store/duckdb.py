@@ -7,7 +7,7 @@ same table on every backend.
 from __future__ import annotations
 
 import threading
-from typing import Literal
+from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
@@ -138,7 +138,7 @@ class DuckDBStore:
                 for name in settings or {}:
                     self._execute(f"RESET {_identifier(name)}")
 
-    def _execute(self, sql: str, parameters: object = None) -> list:
+    def _execute(self, sql: str, parameters: object = None) -> list[tuple[Any, ...]]:
         # DuckDB keeps a statement's result open until it is read; read it.
         return self._connection.execute(sql, parameters).fetchall()
 

@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from warehouse.errors import (
     ChdbMissing,
@@ -47,7 +48,7 @@ DEFAULT_HTTP_PORT = 8123
 DEFAULT_TCP_PORT = 9000
 CHDB_REQUIREMENT = "chdb-core==26.9.0"
 
-_children: dict[int, subprocess.Popen] = {}
+_children: dict[int, subprocess.Popen[bytes]] = {}
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def _tenant_tables(root: Path, databases: tuple[str, ...]) -> dict[str, RollupTa
     return found
 
 
-def _wait_until_serving(child: subprocess.Popen, info: ServerInfo, timeout: float) -> None:
+def _wait_until_serving(child: subprocess.Popen[bytes], info: ServerInfo, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child.poll() is not None:
@@ -306,7 +307,7 @@ def _startup_error(
     return EmbeddedServerError(f"the embedded ClickHouse exited during start-up: {detail}")
 
 
-def _write_json_atomically(path: Path, payload: dict) -> None:
+def _write_json_atomically(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload, indent=2) + "\n")
     os.replace(tmp, path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape
 
 from warehouse.errors import ConfigError, ServerAlreadyRunning
@@ -124,7 +125,7 @@ def start_shard(data_dir: str | Path, shard: int) -> embedded.ServerInfo:
     )
 
 
-def _manifest(data_dir: str | Path) -> tuple[str, list[dict]]:
+def _manifest(data_dir: str | Path) -> tuple[str, list[dict[str, Any]]]:
     manifest = Path(data_dir).resolve() / "cluster.json"
     if not manifest.exists():
         return "", []

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -327,7 +328,7 @@ class Migrator:
             done.append(migration)
         return done
 
-    def _applied(self) -> dict[int, dict]:
+    def _applied(self) -> dict[int, dict[str, Any]]:
         # Read-only on purpose: `plan` and `status` must not create anything.
         exists = self.store.query_arrow(
             "SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = "

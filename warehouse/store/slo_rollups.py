@@ -69,7 +69,7 @@ _MINUTE = timedelta(minutes=1)
 _HOUR = timedelta(hours=1)
 
 
-def storage_definition(totals: Sequence[timedelta]) -> dict:
+def storage_definition(totals: Sequence[timedelta]) -> dict[str, object]:
     """How the store lays out a rollup's tables of totals (of grains ``totals``), for its
     definition: a rollup laid out otherwise is another version, built anew."""
     return {

@@ -15,6 +15,7 @@ sent this way would count as user traffic).
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,7 +54,7 @@ def otlp_traces_body(requests: pa.Table) -> bytes:
     """An ``ExportTraceServiceRequest`` (protobuf) with a span for each non-probe request."""
     requests = requests.filter(pc.invert(requests.column("is_probe")))
     export = ExportTraceServiceRequest()
-    by_resource: dict[tuple, list[Span]] = {}
+    by_resource: dict[tuple[Any, ...], list[Span]] = {}
     columns = {name: requests.column(name).to_pylist() for name in requests.column_names}
     for i in range(requests.num_rows):
         resource = tuple(columns[name][i] for name in _RESOURCE)
@@ -71,7 +72,7 @@ def otlp_traces_body(requests: pa.Table) -> bytes:
     return export.SerializeToString()
 
 
-def _span(row: dict) -> Span:
+def _span(row: dict[str, Any]) -> Span:
     digest = hashlib.blake2b(row["request_id"].encode(), digest_size=24).digest()
     start_ns = int(row["ts"].timestamp() * 1000) * 1_000_000
     attributes = [_kv(key, row[name]) for name, key in _STRINGS.items() if row[name]]

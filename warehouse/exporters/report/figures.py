@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 import polars as pl
 
@@ -33,7 +33,7 @@ class SloFigures:
     slo: SLO
     range: TimeRange
     interval: timedelta
-    summary: dict
+    summary: dict[str, Any]
     """The one row of `llmwh sla` over the range (attainment, compliance, budget...)."""
     over_time: pl.DataFrame
     """Per interval: ``time``, ``count``, ``good_count``, ``attainment``, each

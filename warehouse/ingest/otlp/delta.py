@@ -38,7 +38,10 @@ from warehouse.errors import Overlap
 __all__ = ["DeltaBatch", "DeltaStreams", "Overlap"]
 
 Totals = dict[Hashable, float]
-Reshape = Callable[[Totals, Hashable, Mapping, Hashable], tuple[Totals, Mapping, Hashable] | None]
+Reshape = Callable[
+    [Totals, Hashable, Mapping[Hashable, float], Hashable],
+    tuple[Totals, Mapping[Hashable, float], Hashable] | None,
+]
 """(totals, their shape, a point's values, its shape) -> both in one shape, or None."""
 RECENT = 8
 """Points of a stream remembered, so a retried export of several gives each its totals."""
@@ -62,7 +65,7 @@ class _Stream:
     """Nanoseconds: the end of the last point summed."""
     shape: Hashable
     totals: Totals
-    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+    recent: deque[tuple[int, int, Summed]] = field(default_factory=lambda: deque(maxlen=RECENT))
     """(start, end, Summed) of the last points summed."""
 
     def copy(self) -> _Stream:
@@ -124,7 +127,7 @@ class DeltaBatch:
         start: int,
         end: int,
         shape: Hashable,
-        values: Mapping,
+        values: Mapping[Hashable, float],
         reshape: Reshape | None = None,
     ) -> Summed:
         """Sum one delta point (``start``/``end`` in ns) into stream ``key``. Raises

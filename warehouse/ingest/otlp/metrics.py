@@ -164,7 +164,7 @@ class _Write:
     value: float | None
     at_ns: int
     start_ns: int = 0
-    native: dict | None = None
+    native: dict[str, Any] | None = None
     exemplars: list[otlp.Exemplar] = field(default_factory=list)
 
 
@@ -176,9 +176,11 @@ class _Request:
         self.request = proto.V2.Request()
         self.request.symbols.append("")
         self._symbols: dict[str, int] = {"": 0}
-        self._series: dict[tuple, tuple[object, tuple]] = {}
+        self._series: dict[tuple[tuple[str, str], ...], tuple[object, tuple[str, int]]] = {}
 
-    def write(self, writes: list[_Write], owner: tuple, help_text: str, unit: str) -> None:
+    def write(
+        self, writes: list[_Write], owner: tuple[str, int], help_text: str, unit: str
+    ) -> None:
         """Write a point's series; :class:`_Refused` (nothing written) when one of them
         belongs to another metric (the same name from metrics of other types)."""
         keys = [tuple(sorted(w.labels.items())) for w in writes]
@@ -201,7 +203,9 @@ class _Request:
             for exemplar in w.exemplars:
                 self._exemplar(series, exemplar, w.at_ns)
 
-    def _get(self, key: tuple, owner: tuple, help_text: str, unit: str) -> Any:
+    def _get(
+        self, key: tuple[tuple[str, str], ...], owner: tuple[str, int], help_text: str, unit: str
+    ) -> Any:
         """The series of ``key`` (a ``TimeSeries`` message: no stubs), added if new."""
         found = self._series.get(key)
         if found is not None:
@@ -318,7 +322,7 @@ class _Metric:
         labels: dict[str, str],
         kind: str,
         shape: Hashable,
-        values: dict,
+        values: Totals,
         reshape: Reshape | None = None,
     ) -> Summed:
         """A delta point summed into its stream (one per tenant, kind and series)."""

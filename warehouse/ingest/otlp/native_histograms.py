@@ -12,7 +12,7 @@ Buckets here are ``{Prometheus index: count}``; accumulated histograms keep them
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 
 __all__ = ["coarser_scale", "from_otlp", "spans_and_deltas"]
 
@@ -29,8 +29,11 @@ def from_otlp(offset: int, counts: Iterable[int], shift: int = 0) -> dict[int, i
 
 
 def coarser_scale(
-    totals: Mapping, shape: tuple, values: Mapping, other: tuple
-) -> tuple[dict, dict, tuple] | None:
+    totals: Mapping[Hashable, float],
+    shape: tuple[int, float],
+    values: Mapping[Hashable, float],
+    other: tuple[int, float],
+) -> tuple[dict[Hashable, float], dict[Hashable, float], tuple[int, float]] | None:
     """A stream's accumulated values and a point's, both at the coarser of their
     scales; None when they cannot meet (their zero thresholds differ).
 
@@ -69,8 +72,8 @@ def _merged(prometheus_index: int, shift: int) -> int:
     return ((prometheus_index - 1) >> shift) + 1 if shift else prometheus_index
 
 
-def _downscaled(values: Mapping, shift: int) -> dict:
-    merged: dict = {}
+def _downscaled(values: Mapping[Hashable, float], shift: int) -> dict[Hashable, float]:
+    merged: dict[Hashable, float] = {}
     for key, count in values.items():
         if isinstance(key, tuple):  # (sign, Prometheus index)
             key = (key[0], _merged(key[1], shift))

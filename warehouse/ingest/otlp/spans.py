@@ -83,7 +83,7 @@ def spans_to_requests(
     # request_id and e2e_ms have defaults (span id, duration) even where the mapping
     # names no attribute for them.
     names = ("ts", "request_id", "e2e_ms", "status", "error_class", *mapping.columns)
-    columns: dict[str, list] = {name: [] for name in names}
+    columns: dict[str, list[object]] = {name: [] for name in names}
     attrs: list[list[tuple[str, str]]] = []
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
