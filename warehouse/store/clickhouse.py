@@ -11,7 +11,6 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal
 
@@ -94,7 +93,7 @@ class ClickHouseStore:
     ) -> None:
         client, settings = self._route(settings)
         with _translated_errors():
-            client.command(sql, parameters=_bindable(parameters), settings=settings)
+            client.command(sql, parameters=parameters, settings=settings)
 
     def query_arrow(
         self, sql: str, parameters: Parameters | None = None, settings: Settings | None = None
@@ -102,7 +101,7 @@ class ClickHouseStore:
         client, settings = self._route(settings)
         with _translated_errors():
             return client.query_arrow(
-                sql, parameters=_bindable(parameters), settings=settings, use_strings=True
+                sql, parameters=parameters, settings=settings, use_strings=True
             )
 
     def insert_arrow(
@@ -470,23 +469,6 @@ def _seconds(name: str, value: str) -> int:
 
 def _boolean(value: str) -> bool:
     return value.lower() in ("1", "true", "yes", "on")
-
-
-def _bindable(parameters: Parameters | None) -> Parameters | None:
-    """``parameters`` with each datetime as text to the millisecond (in UTC when it has
-    a zone), as ``DateTime64(3)`` holds it: the client would send whole seconds."""
-    if not parameters or not any(isinstance(v, datetime) for v in parameters.values()):
-        return parameters
-    return {
-        name: _millisecond_text(value) if isinstance(value, datetime) else value
-        for name, value in parameters.items()
-    }
-
-
-def _millisecond_text(value: datetime) -> str:
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 class _translated_errors:
