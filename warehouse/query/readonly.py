@@ -106,30 +106,37 @@ def run_read_only(
         rendered = dialects.render(tree, dialect)
         answer = scoped.query_arrow(rendered, parameters)
         if dialect == dialects.SOURCE:
-            return _with_times(scoped, rendered, parameters, answer)
+            return _with_times(scoped, rendered, parameters, answer, settings=None)
         return answer
     if dialect == dialects.SOURCE:
         # The user's own text, so every ClickHouse feature works as written.
         answer = store.query_arrow(sql, parameters, settings={"readonly": 1})
-        return _with_times(store, sql, parameters, answer)
+        return _with_times(store, sql, parameters, answer, settings={"readonly": 1})
     if tree is None:
         raise QueryError(f"{sql.split(None, 1)[0].upper()} runs on ClickHouse stores only")
     return store.query_arrow(dialects.render(tree, dialect), parameters)
 
 
-_DATETIME = re.compile(r"(?:Nullable\()?DateTime(?:\('(?P<zone>[^']+)'\))?\)?")
+_DATETIME = re.compile(r"(?:(?:Nullable|LowCardinality)\()*DateTime(?:\('(?P<zone>[^']+)'\))?\)*")
 
 
 def _with_times(
-    store: Store, sql: str, parameters: dict[str, Any] | None, answer: pa.Table
+    store: Store,
+    sql: str,
+    parameters: dict[str, Any] | None,
+    answer: pa.Table,
+    settings: dict[str, Any] | None,
 ) -> pa.Table:
     """``answer`` with its DateTime columns as times. ClickHouse writes a DateTime as
     UInt32 seconds in Arrow (DateTime64 as a timestamp), which would print as integers;
-    its result's types, from ``DESCRIBE``, say which columns they are."""
+    its result's types, from ``DESCRIBE``, say which columns they are. Asked only of an
+    answer with a UInt32 column (a DESCRIBE evaluates scalar subqueries once more).
+    ``settings``: none for a tenant's store, whose profile fixes ``readonly`` already."""
     if not any(pa.types.is_uint32(field.type) for field in answer.schema):
         return answer
+    query = sql.rstrip().removesuffix(";")
     try:
-        described = store.query_arrow(f"DESCRIBE ({sql})", parameters, settings={"readonly": 1})
+        described = store.query_arrow(f"DESCRIBE (\n{query}\n)", parameters, settings=settings)
     except StoreError:
         return answer  # a statement DESCRIBE cannot take (SHOW ...): its columns as sent
     types = described.column("type").to_pylist()

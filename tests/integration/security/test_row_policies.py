@@ -186,6 +186,15 @@ def test_sql_as_a_tenant_returns_nothing_of_another(shared, sql):
         assert "bravo" not in str(answer.rows())
 
 
+def test_a_tenant_reads_a_datetime_as_a_time(shared):
+    """As for the warehouse's own reads (tests/integration/test_cli_query.py): the
+    DateTime ClickHouse sends as UInt32 seconds comes back a time, under the policies."""
+    answer = Warehouse(shared, tenant="acme").sql(
+        "SELECT toStartOfHour(min(ts)) AS first_hour, toUInt32(7) AS n FROM requests;"
+    )
+    assert answer.schema["first_hour"].is_temporal() and answer["n"].to_list() == [7]
+
+
 def test_reading_as_a_tenant_is_refused_where_no_policy_holds(embedded_server):
     other = open_store(embedded_server.store_url(f"nopolicy_{uuid.uuid4().hex[:8]}"))
     try:
