@@ -125,8 +125,9 @@ class RollupTables:
 
     @property
     def views(self) -> tuple[str, ...]:
-        """Its views' names, dropped before a backfill."""
-        return tuple(f"{table}_mv" for table, _ in self.feeds)
+        """Its views' names, dropped before a backfill: the one whose existence marks
+        the rollup complete (the minute table's) first."""
+        return tuple(f"{table}_mv" for table in self.tables)
 
     @property
     def creates(self) -> tuple[str, ...]:
