@@ -40,6 +40,7 @@ from warehouse.query.builder import Compiled, Plan, Question, compile_question
 from warehouse.query.registry import dimension, histogram_quantile_sql
 from warehouse.query.stats import Arithmetic
 from warehouse.query.timerange import TimeRange, ceil_to, floor_to
+from warehouse.store.base import quote_string
 from warehouse.store.clickhouse import SERVER
 
 __all__ = ["INTERVAL", "SQL", "PanelQuestion", "Rendered", "render"]
@@ -318,7 +319,7 @@ def _bind(
             used.update(("from_ms", "to_ms"))
             return "((to_ms - from_ms) / 1000)"
         if isinstance(value, str) and not value.startswith(_FILTER_MARK):
-            return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+            return quote_string(value)
         raise QueryError(f"cannot write the bound value {name} for Grafana")
 
     for name in question.filters:

@@ -217,18 +217,15 @@ def scope_to_tenant(tree: exp.Expr, database: str) -> exp.Expr:
             raise QueryError("SAMPLE is refused when reading as a tenant")
         if name not in tenancy.TENANT_COLUMN_TABLES:
             continue  # the series tables: their row policy alone holds them
-        parent = table.parent
-        final = isinstance(parent, exp.Final)
+        final = table.parent if isinstance(table.parent, exp.Final) else None
         source = f"{db}.{name}" if db else name
         rows = sqlglot.parse_one(
-            f"SELECT * FROM {source}{' FINAL' if final else ''} "
+            f"SELECT * FROM {source}{'' if final is None else ' FINAL'} "
             f"WHERE tenant = {{{_TENANT_PARAMETER}:String}}",
             read=dialects.WarehouseClickHouse,
         )
         alias = exp.TableAlias(this=exp.to_identifier(table.alias_or_name))
-        (parent if isinstance(parent, exp.Final) else table).replace(
-            exp.Subquery(this=rows, alias=alias)
-        )
+        (table if final is None else final).replace(exp.Subquery(this=rows, alias=alias))
     return tree
 
 

@@ -36,7 +36,7 @@ from warehouse.query.registry import (
 )
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.rollup_measures import RollupColumn, check_prefix, position_columns, rollup_column
-from warehouse.store.base import Capabilities
+from warehouse.store.base import Capabilities, quote_string
 from warehouse.store.rollup_columns import REQUEST_COLUMN_TYPES, bucket_rows, request_rows
 from warehouse.store.slo_rollups import RollupTable, RollupTables, storage_definition
 
@@ -253,6 +253,10 @@ class SloRollup:
         requests = RollupTable(
             self.requests_table, self.dimensions, request_columns=self.request_columns
         )
+        from_requests = (
+            (self.table, self.rows(database)),
+            (self.requests_table, self.request_select(database)),
+        )
         derived = self.derived(database)
         return RollupTables(
             label=f"SLO {self.slo.name}",
@@ -260,16 +264,8 @@ class SloRollup:
             comment=self.comment,
             ttl_days=ttl_days,
             layout=(*grains, *totals, requests),
-            fills=(
-                (self.table, self.rows(database)),
-                (self.requests_table, self.request_select(database)),
-                *derived,
-            ),
-            feeds=(
-                *derived,
-                (self.requests_table, self.request_select(database)),
-                (self.table, self.rows(database)),
-            ),
+            fills=(*from_requests, *derived),
+            feeds=(*derived, *reversed(from_requests)),
         )
 
     @property
@@ -414,13 +410,9 @@ def scope_terms(scope: Mapping[str, Sequence[str]]) -> list[str]:
     """ClickHouse conditions of an SLO's scope, its values as literals (a view's SQL
     cannot take bound parameters)."""
     return [
-        f"{dimension(key).sql} IN ({', '.join(_literal(v) for v in values)})"
+        f"{dimension(key).sql} IN ({', '.join(quote_string(str(v)) for v in values)})"
         for key, values in sorted(scope.items())
     ]
-
-
-def _literal(value: str) -> str:
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _label(grain: timedelta) -> str:

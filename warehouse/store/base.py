@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from warehouse.store.url import StoreURL
 
-__all__ = ["Capabilities", "Parameters", "Settings", "Store", "quote_identifier"]
+__all__ = ["Capabilities", "Parameters", "Settings", "Store", "quote_identifier", "quote_string"]
 
 Parameters = Mapping[str, Any]
 Settings = Mapping[str, Any]
@@ -108,3 +108,8 @@ class Store(Protocol):
 def quote_identifier(identifier: str) -> str:
     """``identifier`` quoted for ClickHouse SQL (and DuckDB's)."""
     return '"' + identifier.replace('"', '""') + '"'
+
+
+def quote_string(text: str) -> str:
+    """``text`` as a ClickHouse string literal (backslashes and quotes escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -22,7 +22,13 @@ from clickhouse_connect.driver import exceptions as ch_errors
 from warehouse.errors import ConfigError, QueryError, StoreError, StoreUnavailable
 from warehouse.model import check_tenant
 from warehouse.store import tenancy
-from warehouse.store.base import Capabilities, Parameters, Settings, quote_identifier
+from warehouse.store.base import (
+    Capabilities,
+    Parameters,
+    Settings,
+    quote_identifier,
+    quote_string,
+)
 from warehouse.store.url import StoreURL
 
 __all__ = ["ClickHouseStore", "open_chdb", "open_http"]
@@ -394,8 +400,7 @@ def _settings_clause(settings: Settings) -> str:
         if isinstance(value, int | float):
             rendered.append(f"{name} = {value}")
         else:
-            escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
-            rendered.append(f"{name} = '{escaped}'")
+            rendered.append(f"{name} = {quote_string(str(value))}")
     return ", ".join(rendered)
 
 

@@ -22,7 +22,7 @@ from typing import Literal
 
 from warehouse.errors import StoreError
 from warehouse.rollup_measures import RollupColumn
-from warehouse.store.base import Store, quote_identifier
+from warehouse.store.base import Store, quote_identifier, quote_string
 from warehouse.store.cluster_ddl import LOCAL_SUFFIX
 from warehouse.store.cluster_migrations import ClusterMigrator
 from warehouse.store.rollup_columns import REQUEST_COLUMN_TYPES
@@ -172,7 +172,7 @@ class RollupTables:
             f"ENGINE = {engine}\nPARTITION BY {partition}\nORDER BY {order}\n"
             f"TTL toDateTime(ts) + INTERVAL {int(self.ttl_days)} DAY\n"
             f"SETTINGS {', '.join(f'{k} = {v}' for k, v in settings.items())}\n"
-            f"COMMENT {_literal(self.comment)}"
+            f"COMMENT {quote_string(self.comment)}"
         )
 
 
@@ -318,11 +318,6 @@ def exists(store: Store, name: str) -> bool:
 
 
 _ACCESS_DENIED = 497
-
-
-def _literal(text: str) -> str:
-    """A ClickHouse string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _sql_string(text: str) -> str:
