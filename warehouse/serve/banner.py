@@ -6,13 +6,16 @@ from warehouse.config import Config
 
 __all__ = ["banner"]
 
+# The paths are spelled here rather than imported from the receiver, so that every
+# command's start-up does not load the OTLP protobufs; tests/unit/test_serve_banner.py
+# holds them to the receiver's own constants.
 _DEMO_HINTS = """\
-  in another terminal, try (from this directory):
+  in another terminal, with the venv active (. .venv/bin/activate), try:
     llmwh sla --slo chat-assistant --since 6h --by zone   SLA report per zone
     llmwh drill --by zone -m count,p95_ttft_ms --since 1h
     llmwh root-cause --slo chat-assistant --since 1h      what carries the bad requests
     llmwh timeseries -m p95_ttft_ms --by zone --since 3h --interval 15m
-  (llmwh is .venv/bin/llmwh after `make run`; the README's "Try it" has more)
+  (the README's "Try it" has more)
 """
 
 
@@ -21,15 +24,17 @@ def banner(
 ) -> str:
     """The endpoints of a receiver on ``host:port`` over ``store_url``, then what to try:
     with ``demo``, questions about the demo's incident; else a ``program`` command."""
-    grpc = f"  OTLP/gRPC:     {config.otlp_grpc_listen}\n" if config.otlp_grpc_listen else ""
+    base = f"http://{host}:{port}"
+    grpc = config.otlp_grpc_listen or "off (serve --otlp-grpc-listen HOST:PORT turns it on)"
     hints = _DEMO_HINTS if demo else f"  try: {program} migrate status\n"
     return (
         f"warehouse ready: store {store_url}\n"
-        f"  remote write:  http://{host}:{port}/api/v1/write\n"
-        f"  events:        http://{host}:{port}/api/v1/requests\n"
-        f"  remote read:   http://{host}:{port}/api/v1/read\n"
-        f"{grpc}"
-        f"  overview page: http://{host}:{port}/\n"
+        f"  remote write:  {base}/api/v1/write\n"
+        f"  events:        {base}/api/v1/requests\n"
+        f"  OTLP/HTTP:     {base}/v1/traces and {base}/v1/metrics\n"
+        f"  OTLP/gRPC:     {grpc}\n"
+        f"  remote read:   {base}/api/v1/read\n"
+        f"  overview page: {base}/\n"
         f"{hints}"
         "Ctrl-C stops it."
     )
