@@ -296,3 +296,66 @@ def test_values_not_kept_are_grouped_as_other(wh, oracle):
     beta = len(oracle.group(model="beta")["status"])
     # alpha runs on h100 only, beta on a100 only (see known_requests).
     assert got == {("alpha", "other"): alpha, ("other", "a100"): beta}
+
+
+def test_a_tpot_threshold_read_from_a_rollup_counts_requests_without_a_tpot_as_good(wh, oracle):
+    """Requests of one output token have no TPOT and meet a TPOT threshold: from raw
+    rows by definition, from a rollup as the ok requests outside the TPOT histogram."""
+    thresholds = {"tpot_ms": 30.0}
+    exact = wh.drill(
+        ["model"], ["good_count"], since=SINCE, until=UNTIL, thresholds=thresholds, exact=True
+    )
+    fast = wh.drill(["model"], ["good_count"], since=SINCE, until=UNTIL, thresholds=thresholds)
+    for row in exact.iter_rows(named=True):
+        g = oracle.group(model=row["model"])
+        tpot = np.asarray(g["tpot_ms"], dtype=np.float64)
+        ok = g["status"] == "ok"
+        assert (ok & np.isnan(tpot)).any()  # the known data has some, or this proves nothing
+        assert row["good_count"] == (ok & np.isnan(tpot)).sum() + (ok & (tpot <= 30.0)).sum()
+        assert row["good_count"] == oracle.attainment(thresholds, model=row["model"])[1]
+    assert fast.plan.rollup == wh.store.capabilities.materialized_views
+    if fast.plan.rollup:
+        # From the ok-histogram: off by at most the ok requests in the threshold's bucket.
+        low, high = bucket_bounds(int(latency_bucket(np.array([30.0]))[0]))
+        for r, e in zip(
+            fast.sort("model").iter_rows(), exact.sort("model").iter_rows(), strict=True
+        ):
+            g = oracle.group(model=e[0])
+            tpot = np.asarray(g["tpot_ms"], dtype=np.float64)
+            in_bucket = ((tpot >= low) & (tpot < high) & (g["status"] == "ok")).sum()
+            assert abs(r[1] - e[1]) <= in_bucket
+
+
+def test_spans_answer_as_one_question_per_span_does(wh):
+    """An SLA report's burn windows come back in one read, each row tagged with its
+    span (0 the whole range), each rate per second of its own span's length."""
+    from warehouse.query.builder import Question
+    from warehouse.query.run import ask
+    from warehouse.query.timerange import TimeRange, time_range
+
+    whole = time_range(SINCE, UNTIL)
+    late = TimeRange(END - timedelta(minutes=12, seconds=47.5), END)
+    early = TimeRange(START, START + timedelta(minutes=30))
+    measures = ["count", "error_rate", "goodput_rps", "p95_ttft_ms"]
+    thresholds = {"ttft_ms": 200.0}
+
+    def one(range_: TimeRange) -> dict:
+        question = Question(measures, range_, by=["model"], thresholds=thresholds, exact=True)
+        return {r["model"]: r for r in ask(wh.store, question).iter_rows(named=True)}
+
+    question = Question(
+        measures, whole, by=["model"], thresholds=thresholds, exact=True, spans=[late, early]
+    )
+    if not wh.store.capabilities.array_join:
+        with pytest.raises(QueryError, match="ClickHouse only"):
+            ask(wh.store, question)
+        return
+    together = ask(wh.store, question)
+    assert together.columns[:2] == ["span", "model"]
+    for span, range_ in enumerate([whole, late, early]):
+        expected = one(range_)
+        got = {r["model"]: r for r in together.filter(pl.col("span") == span).iter_rows(named=True)}
+        assert got.keys() == expected.keys()
+        for model, row in got.items():
+            for name in measures:
+                assert row[name] == pytest.approx(expected[model][name], rel=1e-12), (span, name)

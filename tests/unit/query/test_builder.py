@@ -1,12 +1,20 @@
-"""The builder: SQL from registry pieces and placeholders, and the plan behind it."""
+"""The builder: SQL from registry pieces and placeholders, and the plan behind it.
+
+What a question answers is tested on every store (tests/integration/query/test_drill.py);
+here, what holds whatever the SQL's spelling: values travel as parameters, one pass per
+latency's percentiles, the plan's choice of source, the errors of bad questions.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+import sqlglot
+from sqlglot import exp
 
 from warehouse.errors import QueryError
+from warehouse.query import dialects
 from warehouse.query.builder import Question, compile_question
 from warehouse.query.timerange import time_range
 from warehouse.store.base import Capabilities
@@ -30,7 +38,7 @@ def test_values_are_placeholders_never_sql_text():
         measures=["attainment"],
     )
     assert "acme" not in compiled.sql and "200" not in compiled.sql
-    assert "{f0_0:String}" in compiled.sql and "{limit_ttft_ms:Float64}" in compiled.sql
+    assert placeholders(dialects.parse(compiled.sql)) == set(compiled.parameters)
     assert compiled.parameters["f0_0"] == "acme' OR 1=1 --"
     assert compiled.parameters["f1_1"] == "sh"
     duck = compile(
@@ -38,15 +46,28 @@ def test_values_are_placeholders_never_sql_text():
         filters={"tenant": "acme' OR 1=1 --"},
         thresholds={"ttft_ms": 200},
         measures=["attainment"],
-    ).render("duckdb")
-    assert "$f0_0" in duck and "$limit_ttft_ms" in duck and "acme" not in duck
+    )
+    rendered = duck.render("duckdb")
+    assert "acme" not in rendered
+    assert placeholders(sqlglot.parse_one(rendered, read="duckdb")) == set(duck.parameters)
+
+
+def placeholders(tree: exp.Expr) -> set[str]:
+    return {p.name for p in tree.find_all(exp.Placeholder)}
 
 
 def test_percentiles_of_one_column_share_one_pass():
     compiled = compile(measures=["p50_ttft_ms", "p99_ttft_ms", "p95_e2e_ms"], exact=True)
-    assert compiled.sql.count("quantilesExactInclusive(0.5, 0.99)(ttft_ms)") == 2
-    assert "quantilesExactInclusive(0.95)(e2e_ms)" in compiled.sql
-    assert "QUANTILE_CONT(CAST(ttft_ms AS DOUBLE), [0.5, 0.99])" in compiled.render("duckdb")
+    passes = [
+        (f.name, tuple(c.name for c in f.args["params"]), tuple(e.name for e in f.expressions))
+        for f in dialects.parse(compiled.sql).find_all(exp.ParameterizedAgg)
+    ]
+    # Each measure reads its level from its column's pass (ClickHouse shares identical
+    # expressions), one pass per latency column.
+    assert set(passes) == {
+        ("quantilesExactInclusive", ("ttft_ms",), ("0.5", "0.99")),
+        ("quantilesExactInclusive", ("e2e_ms",), ("0.95",)),
+    }
 
 
 @pytest.mark.parametrize(
@@ -83,21 +104,6 @@ def test_the_plan_reads_a_rollup_only_when_it_covers_the_question(question, sour
     assert compile(DUCKDB, **question).plan.source == "requests"
 
 
-def test_a_rollup_count_of_good_requests_reads_the_ok_half_of_the_histogram():
-    compiled = compile(measures=["good_count"], thresholds={"tpot_ms": 40})
-    assert "sumMap(tpot_ms_hist)" in compiled.sql and "k % 2" in compiled.sql
-    # Requests without a TPOT meet a TPOT threshold: ok requests not in the histogram.
-    assert "sum(requests) - sum(errors) - sum(rejections)" in compiled.sql
-
-
-def test_probes_are_left_out_unless_asked_for():
-    assert "PREWHERE NOT is_probe WHERE" in compile().sql
-    # DuckDB has no PREWHERE: its condition joins the WHERE rather than vanish.
-    assert "WHERE NOT is_probe AND (ts >=" in compile(DUCKDB).render("duckdb")
-    assert "NOT is_probe" not in compile(include_probes=True).sql
-    assert "NOT is_probe" not in compile(filters={"is_probe": True}).sql
-
-
 @pytest.mark.parametrize(
     ("question", "message"),
     [
@@ -121,10 +127,6 @@ def test_bad_questions_are_errors(question, message):
 def test_spans_are_answered_in_one_read_with_a_span_column_first():
     compiled = compile(spans=[LATE], measures=["count", "goodput_rps"], by=["model"])
     assert compiled.columns[:2] == ("span", "model")
-    assert " ARRAY JOIN arrayConcat([0], if(ts >= " in compiled.sql
-    assert "GROUP BY span, " in compiled.sql
-    # A rate per second divides by each span's own length.
-    assert f"multiIf(span = 1, {LATE.seconds!r}, {{seconds:Float64}})" in compiled.sql
     assert compiled.plan.source == "requests"  # the built-in rollups have no cuts
     with pytest.raises(QueryError, match="ClickHouse only"):
         compile(DUCKDB, spans=[LATE])
