@@ -21,7 +21,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import reduce
 from typing import Any, TypedDict
@@ -43,11 +43,22 @@ from warehouse.query.result import Result
 from warehouse.query.run import execute, execute_all, submit
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.query.slo_rollup import SloRollup, percentile_verdicts
-from warehouse.query.timerange import TimeRange, ceil_to
+from warehouse.query.timerange import TimeRange, ceil_to, parse_duration
 from warehouse.rollup_measures import check_prefix, position_columns
 from warehouse.store.base import Store
 
-__all__ = ["budget_remaining", "burn_rate", "evaluate", "held", "scoped_filters"]
+__all__ = [
+    "WORKBOOK_ALERTS",
+    "BurnAlert",
+    "alert_rates",
+    "budget_remaining",
+    "burn_rate",
+    "evaluate",
+    "firing",
+    "held",
+    "scoped_filters",
+    "with_alert_windows",
+]
 
 
 def burn_rate(attainment: Any, budget: Any) -> Any:
@@ -62,6 +73,71 @@ def burn_rate(attainment: Any, budget: Any) -> Any:
 def budget_remaining(attainment: Any, budget: Any) -> Any:
     """``1 - burn_rate``: the share of the error budget left, below 0 once spent."""
     return 1 - burn_rate(attainment, budget)
+
+
+@dataclass(frozen=True)
+class BurnAlert:
+    """A multiwindow burn-rate alert: it fires when the burn rate over ``long`` and over
+    ``short`` both exceed ``rate`` (the short window lets it stop soon after the burning
+    does)."""
+
+    severity: str
+    """``page`` or ``ticket``."""
+    rate: float
+    long: str
+    short: str
+
+    def fires(self, rates: Mapping[str, float | None]) -> bool:
+        """Whether it fires on ``rates``, burn rates by window label (``"1h"``); a
+        window without a rate (no request in it) does not fire."""
+        long, short = rates.get(self.long), rates.get(self.short)
+        return long is not None and short is not None and long > self.rate and short > self.rate
+
+
+WORKBOOK_ALERTS = (
+    BurnAlert("page", 14.4, "1h", "5m"),
+    BurnAlert("page", 6.0, "6h", "30m"),
+    BurnAlert("ticket", 1.0, "3d", "6h"),
+)
+"""The SRE workbook's recommended multiwindow, multi-burn-rate alerts ("Alerting on
+SLOs"), most severe first: 2% of a 30-day budget spent in an hour pages, 5% in six hours
+pages, 10% in three days opens a ticket."""
+
+
+def firing(
+    rates: Mapping[str, float | None], alerts: Sequence[BurnAlert] = WORKBOOK_ALERTS
+) -> BurnAlert | None:
+    """The first of ``alerts`` (most severe first) that fires on ``rates``, or None."""
+    return next((alert for alert in alerts if alert.fires(rates)), None)
+
+
+def alert_rates(
+    row: Mapping[str, Any], slo: SLO, alerts: Sequence[BurnAlert] = WORKBOOK_ALERTS
+) -> dict[str, float | None]:
+    """The burn rates the ``alerts`` read, by their window labels, from a row of
+    :func:`evaluate` of :func:`with_alert_windows` (``slo``): a window the SLO already
+    had under another label (``60m`` for ``1h``) is read from its column."""
+    columns = {length: f"burn_rate_{label}" for label, length in slo.burn_windows}
+    labels = dict.fromkeys(label for alert in alerts for label in (alert.long, alert.short))
+    return {
+        label: row.get(columns.get(parse_duration(label), f"burn_rate_{label}")) for label in labels
+    }
+
+
+def with_alert_windows(slo: SLO, alerts: Sequence[BurnAlert] = WORKBOOK_ALERTS) -> SLO:
+    """``slo`` with the alerts' windows among its burn windows, so that :func:`evaluate`
+    over its period gives ``burn_rate_<w>`` for each (``burn_rate_1h``, ...). Windows
+    longer than its period are left out: they would be cut to the period anyway."""
+    windows = dict(slo.burn_windows)
+    lengths = set(windows.values())
+    for alert in alerts:
+        for label in (alert.long, alert.short):
+            length = parse_duration(label)
+            if label not in windows and length not in lengths and length <= slo.period:
+                windows[label] = length
+                lengths.add(length)
+    ordered = tuple(sorted(windows.items(), key=lambda item: item[1]))
+    return replace(slo, burn_windows=ordered)
 
 
 def evaluate(
