@@ -41,6 +41,7 @@ __all__ = [
     "histogram_quantile_sql",
     "measure",
     "measure_names",
+    "measures_of_every_family",
 ]
 
 PERCENTILES = {"50": 0.5, "75": 0.75, "90": 0.9, "95": 0.95, "99": 0.99, "999": 0.999}
@@ -222,6 +223,18 @@ def measure(name: str) -> Measure:
 
 def measure_names() -> list[str]:
     return [*_FIXED, *_THRESHOLD_MEASURES]
+
+
+def measures_of_every_family(limit_ms: int = 150) -> list[Measure]:
+    """Every measure the registry defines, each family spelled out over its columns
+    (``count_<latency>_le_<ms>`` at ``limit_ms``): what a test of every target reads."""
+    names = [*measure_names()]
+    for column in LATENCY_COLUMNS:
+        names += [f"p{digits}_{column}" for digits in PERCENTILES]
+        names += [f"count_{column}", f"count_{column}_le_{limit_ms}", f"avg_{column}"]
+    for column in TOKEN_COLUMNS:
+        names += [f"avg_{column}", f"sum_{column}"]
+    return [measure(name) for name in names]
 
 
 def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:

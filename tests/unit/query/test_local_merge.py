@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -13,7 +14,7 @@ import pytest
 from warehouse.model import fold_histogram, histogram_quantiles
 from warehouse.query import local_merge
 from warehouse.query.local_merge import LocalMerge, Untranslatable, aggregate, merge_rows
-from warehouse.query.registry import measure
+from warehouse.query.registry import measure, measures_of_every_family
 
 T0 = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
 MS = int(T0.timestamp() * 1000)
@@ -101,29 +102,26 @@ def test_time_buckets_start_at_multiples_of_their_interval_since_the_epoch():
     assert merge_rows(data, merge).rows() == expected
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "count",
-        "error_count",
-        "rejection_count",
-        "error_rate",
-        "rejection_rate",
-        "rps",
-        "kv_hit_ratio",
-        "decode_tps",
-        "attainment",
-        "goodput_rps",
-        "good_count",
-        "count_ttft_ms",
-        "avg_ttft_ms",
-        "sum_output_tokens",
-    ],
-)
-def test_every_measure_a_rollup_sums_is_computed_here(name):
-    """Each family the report asks for stays off the SQL path: a parser upgrade that
-    read one of their functions differently would fail here, not fall back silently."""
-    aggregate((measure(name).rollup or "").replace("{good_count}", "sum(good)"))
+SUMMED = [m for m in measures_of_every_family() if m.rollup and not m.counts_below]
+
+
+@pytest.mark.parametrize("m", SUMMED, ids=[m.name for m in SUMMED])
+def test_every_measure_a_rollup_sums_is_computed_here(m):
+    """Every measure of the registry that a rollup holds as sums stays off the SQL path:
+    a new measure, or a parser upgrade that read one of their functions differently,
+    fails here rather than falling back to the slower path in silence."""
+    aggregate(m.rollup.replace("{good_count}", "sum(good)"))
+
+
+def test_only_counts_under_a_latency_and_percentiles_are_left_to_the_server():
+    """Counts under a latency share a bucket in proportion, which the client does not
+    do; percentiles are read from merged histograms, not as aggregates."""
+    left = {m.name for m in measures_of_every_family() if m.rollup and m not in SUMMED}
+    assert left and all(re.fullmatch(r"count_\w+_le_150", name) for name in left)
+    for m in measures_of_every_family():
+        if m.counts_below and m.rollup:
+            with pytest.raises(Untranslatable):
+                aggregate(m.rollup)
 
 
 def test_sparse_histograms_merge_as_dense_ones(monkeypatch):
