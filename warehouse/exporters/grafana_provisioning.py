@@ -13,7 +13,7 @@ from warehouse.store.embedded import DEFAULT_HTTP_PORT
 __all__ = ["DASHBOARDS_PATH", "render"]
 
 DASHBOARDS_PATH = "/var/lib/grafana/dashboards/llmwh"
-"""Where the provider reads the dashboards' JSON files (the README copies them there)."""
+"""Where the provider reads the dashboards' JSON files (docs/exporters.md copies them there)."""
 
 
 def datasource() -> str:
