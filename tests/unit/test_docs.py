@@ -1,8 +1,9 @@
-"""The documentation against the code it describes.
+"""The documentation against the code it describes, and the README kept short.
 
-The README's CLI reference lists exactly the typer app's commands, its settings table
-every `Config` field with the code's default, and every relative link of the README and
-docs/ names a file (and a heading) that exists.
+The README's CLI reference lists exactly the typer app's commands, docs/configuration.md's
+settings table every `Config` field with the code's default, and every relative link of
+the README and docs/ names a file (and a heading) that exists. The README fits a
+five-minute read and leaves measured figures to docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from warehouse.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
@@ -105,9 +107,9 @@ def _documented_default(cell: str) -> object:
     return quoted.group(1)
 
 
-def test_the_readme_documents_every_setting_with_the_default_of_the_code():
+def test_the_configuration_page_documents_every_setting_with_the_default_of_the_code():
     documented = {}
-    for cells in _first_table(_section(README.read_text(), "Configuration")):
+    for cells in _first_table(CONFIGURATION.read_text()):
         name = cells[0].strip("`")
         documented[name] = _documented_default(cells[1])
     defaults = {field.name: field.default for field in fields(Config)}
@@ -117,13 +119,87 @@ def test_the_readme_documents_every_setting_with_the_default_of_the_code():
         for name in documented.keys() & defaults.keys()
         if (type(documented[name]), documented[name]) != (type(defaults[name]), defaults[name])
     }
-    assert not wrong, "README default != Config default: " + "; ".join(
-        f"{name}: {readme!r} != {code!r}" for name, (readme, code) in sorted(wrong.items())
+    assert not wrong, "docs/configuration.md default != Config default: " + "; ".join(
+        f"{name}: {page!r} != {code!r}" for name, (page, code) in sorted(wrong.items())
     )
     assert documented.keys() == defaults.keys(), (
-        f"only in the README: {sorted(documented.keys() - defaults.keys())}; "
+        f"only in docs/configuration.md: {sorted(documented.keys() - defaults.keys())}; "
         f"only in Config: {sorted(defaults.keys() - documented.keys())}"
     )
+
+
+# -- (b') the README: a five-minute read, its figures measured elsewhere -------------
+
+README_MAX_LINES = 300
+
+# A measured figure, written as docs/benchmarks.md writes them: a ratio (6.7x, 1.6-1.9x),
+# a rate (239-244k/s, 79k requests/s), a time with decimals or as a range (33.6 ms,
+# 32-46 s), a size (0.8 GB, 48.9 B/request) or a share with decimals (15.4%). Whole
+# numbers with a unit (a 200 ms threshold, port 9201) are settings, not measurements.
+_NUMBER = r"\d[\d,]*(?:\.\d+)?"
+_RANGE = rf"{_NUMBER}(?:\s*[-\u2013]\s*{_NUMBER})?"
+_FIGURE = re.compile(
+    rf"\b{_RANGE}x\b"
+    rf"|\b{_RANGE}\s*k?(?:\s*[a-z]+)?/s\b"
+    rf"|\b(?:{_NUMBER}\s*[-\u2013]\s*{_NUMBER}|\d[\d,]*\.\d+)\s*(?:ms|s|%)(?!\w)"
+    rf"|\b{_RANGE}\s*(?:[KMGT]i?B|B/request)\b"
+)
+
+
+def _without_section(text: str, title: str) -> str:
+    body = _section(text, title)
+    return text.replace(f"## {title}\n{body}", "")
+
+
+def test_the_readme_is_a_five_minute_read():
+    lines = README.read_text().count("\n")
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines, at most {README_MAX_LINES}: move detail to docs/"
+    )
+
+
+def test_the_readme_leaves_measured_figures_to_the_benchmarks_page():
+    """The demo's own figures stay in "Try it"; everything measured lives in
+    docs/benchmarks.md, which one line of the README points to."""
+    text = README.read_text()
+    figures = [
+        f"{line.strip()!r}: {match.group(0)!r}"
+        for line in _without_section(text, "Try it").splitlines()
+        for match in _FIGURE.finditer(line)
+    ]
+    assert not figures, "measured figures in README.md; move them to docs/benchmarks.md:\n" + (
+        "\n".join(figures)
+    )
+    pointers = [line for line in text.splitlines() if "benchmarks.md" in line]
+    assert len(pointers) <= 1, f"more than one line points to docs/benchmarks.md: {pointers}"
+
+
+def test_the_readme_says_how_to_activate_the_venv_before_its_first_bare_llmwh():
+    text = README.read_text()
+    assert ".venv/bin/llmwh" not in text, "say once how to activate .venv, then write llmwh"
+    activate = text.find(". .venv/bin/activate")
+    first = re.search(r"^llmwh ", text, re.M)
+    assert activate >= 0 and first and activate < first.start(), (
+        "README.md runs llmwh before it says to activate .venv (. .venv/bin/activate)"
+    )
+
+
+def test_the_figure_pattern_finds_what_the_benchmarks_write():
+    for figure in (
+        "6.7x",
+        "1.6-1.9x",
+        "239-244k/s",
+        "79k requests/s",
+        "33.6-36.8 ms",
+        "32-46 s",
+        "15.4%",
+        "0.8 GB",
+        "48.9 B/request",
+        "(114-115x)",
+    ):
+        assert _FIGURE.search(figure), figure
+    for setting in ("within 200 ms", "127.0.0.1:9201", "p95_ttft_ms", "--since 6h", "v1"):
+        assert not _FIGURE.search(setting), setting
 
 
 # -- (c) links ------------------------------------------------------------------------
