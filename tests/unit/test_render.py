@@ -7,7 +7,15 @@ import json
 import polars as pl
 import pytest
 
-from warehouse.render import FORMATS, footer_to_stderr, format_float, write_result
+from warehouse.render import (
+    FORMATS,
+    TABLE_WIDTH,
+    fitting_columns,
+    footer_to_stderr,
+    format_float,
+    iso_time,
+    write_result,
+)
 
 FOOTER = "source: rollup requests_1h · 12 ms"
 
@@ -36,10 +44,10 @@ def test_table_aligns_numbers_right_and_text_left_then_counts_rows_and_adds_the_
     text = render(frame, "table", footer=FOOTER).decode()
     assert text == (
         " model         | region    | count | p95_ttft_ms | error_rate | time\n"
-        "---------------+-----------+-------+-------------+------------+---------------------\n"
-        " llama-3.1-70b | us-east-1 | 12840 |      812.40 |    0.00423 | 2025-03-01 12:00:00\n"
-        " mistral-7b    | eu-west-1 |   953 |       95.25 |          0 | 2025-03-01 13:00:00\n"
-        " qwen2.5-72b   | -         |     7 |         nan |     0.1429 | 2025-03-01 14:00:00\n"
+        "---------------+-----------+-------+-------------+------------+----------------------\n"
+        " llama-3.1-70b | us-east-1 | 12840 |      812.40 |    0.00423 | 2025-03-01T12:00:00Z\n"
+        " mistral-7b    | eu-west-1 |   953 |       95.25 |          0 | 2025-03-01T13:00:00Z\n"
+        " qwen2.5-72b   | -         |     7 |         nan |     0.1429 | 2025-03-01T14:00:00Z\n"
         "(3 rows)\n"
         f"{FOOTER}\n"
     )
@@ -79,7 +87,51 @@ def test_table_converts_to_utc_shows_milliseconds_only_when_present_and_clips_lo
     frame = pl.DataFrame({"time": berlin, "ok": [True], "prompt": ["x" * 100 + "\n"]})
     row = render(frame, "table").decode().splitlines()[2]
     cells = [cell.strip() for cell in row.split("|")]
-    assert cells == ["2025-03-01 12:00:00.250", "true", "x" * 59 + "…"]
+    assert cells == ["2025-03-01T12:00:00.250Z", "true", "x" * 59 + "…"]
+
+
+def test_long_text_is_cut_after_a_word_not_inside_one():
+    said = "Errors per 5-minute bucket, zone and error class, with their share of the zone's"
+    row = render(pl.DataFrame({"answers": [said]}), "table").decode().splitlines()[2]
+    assert row.strip() == "Errors per 5-minute bucket, zone and error class, with…"
+    assert said.startswith(row.strip()[:-1]) and len(row.strip()) <= 60
+
+
+def test_a_wrapped_column_fills_the_width_its_words_whole_on_more_lines():
+    said = ("why answers ended, per model: stop, length, abort and the rest " * 3).strip()
+    frame = pl.DataFrame({"name": ["finish_reasons", "short"], "answers": [said, "one line"]})
+    lines = render(frame, "table", wrap=["answers"]).decode().splitlines()
+    assert max(map(len, lines)) <= TABLE_WIDTH
+    rows = [[cell.strip() for cell in line.split("|")] for line in lines[2:-1]]
+    assert [name for name, _ in rows] == ["finish_reasons", "", "", "short"]
+    assert " ".join(text for _, text in rows[:3]) == said
+    assert rows[3] == ["short", "one line"] and lines[-1] == "(2 rows)"
+
+
+def test_the_footer_wraps_at_words_and_left_out_columns_are_counted():
+    footer = "; ".join(
+        f"part {k}: source: raw requests (the rollups do not keep node)" for k in range(9)
+    )
+    lines = render(pl.DataFrame({"n": [1]}), "table", footer=footer, hidden=3).decode().splitlines()
+    assert lines[3] == "(1 row; 3 more columns with --wide)"
+    assert all(len(line) <= TABLE_WIDTH for line in lines) and len(lines) > 6
+    assert " ".join(lines[4:]) == footer
+
+
+def test_the_columns_that_fit_are_the_leftmost_and_at_least_one():
+    frame = pl.DataFrame({f"column_{k}": [k] for k in range(20)})
+    shown = fitting_columns(frame)
+    assert shown == frame.columns[: len(shown)] and 1 < len(shown) < 20
+    assert max(map(len, render(frame.select(shown), "table").decode().splitlines())) <= TABLE_WIDTH
+    wider = frame.select([*shown, frame.columns[len(shown)]])
+    assert max(map(len, render(wider, "table").decode().splitlines())) > TABLE_WIDTH
+    assert fitting_columns(pl.DataFrame({"x" * 50: ["y" * 200]})) == ["x" * 50]
+
+
+def test_a_time_in_a_text_answer_is_iso_in_utc():
+    tokyo = dt.datetime(2025, 3, 1, 9, tzinfo=dt.timezone(dt.timedelta(hours=9)))
+    assert iso_time(tokyo) == "2025-03-01T00:00:00Z"
+    assert iso_time(dt.datetime(2025, 3, 1, 9, 30, 5, 999)) == "2025-03-01T09:30:05Z"
 
 
 def test_color_dims_only_the_row_count_and_footer(frame):
