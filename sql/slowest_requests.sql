@@ -1,13 +1,14 @@
 -- name: slowest_requests
 -- answers: The slowest requests of a window, with every dimension, slowest end-to-end
---   first: where the tail of latency comes from, request by request.
+--   first: where the tail of latency comes from, request by request. The columns a
+--   terminal shows first (`llmwh query run` shows those that fit) come first.
 -- param since DateTime64(3, 'UTC') = 1h: start of the window (a duration back from now, or a time)
 -- param until DateTime64(3, 'UTC') = now: end of the window (exclusive)
 -- param limit UInt32 = 20: how many requests
 SELECT
-    ts, request_id, tenant, service, model, model_version, region, zone, node,
-    client_app, ab_group, request_type, status, error_class, finish_reason,
-    e2e_ms, ttft_ms, tpot_ms, queue_ms, prompt_tokens, output_tokens, cached_prompt_tokens
+    request_id, e2e_ms, ttft_ms, tpot_ms, output_tokens, model, zone, node, ts,
+    status, finish_reason, queue_ms, prompt_tokens, cached_prompt_tokens,
+    tenant, service, model_version, region, client_app, ab_group, request_type, error_class
 FROM requests
 WHERE NOT is_probe
     AND ts >= {since:DateTime64(3, 'UTC')} AND ts < {until:DateTime64(3, 'UTC')}

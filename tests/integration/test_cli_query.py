@@ -138,6 +138,22 @@ def cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.split("|")]
 
 
+def trailer(stdout: str) -> tuple[list[str], str, str]:
+    """A table's lines, its ``(N rows)`` line and its footer, which wraps at 100
+    characters, as one line."""
+    lines = stdout.splitlines()
+    at = max(k for k, line in enumerate(lines) if line.startswith("("))
+    assert all(len(line) <= 100 for line in lines[at:]), lines[at:]
+    return lines[:at], lines[at], " ".join(lines[at + 1 :])
+
+
+def assert_only_the_footer(stderr: str) -> None:
+    """stderr holds the footer alone (no warning), wrapped at 100 characters."""
+    assert stderr.startswith("source: "), stderr
+    assert all(len(line) <= 100 for line in stderr.splitlines()), stderr
+    assert "Warning" not in stderr and "Traceback" not in stderr, stderr
+
+
 # -- output formats -----------------------------------------------------------------------
 
 
@@ -147,7 +163,7 @@ def test_drill_json_has_the_asked_columns_in_order_and_the_footer_on_stderr(url,
     rows = json.loads(result.stdout)
     assert [list(row) for row in rows] == [["model", "region", "p95_ttft_ms", "count"]] * len(rows)
     assert sum(row["count"] for row in rows) == valid(requests).sum()
-    assert result.stderr.startswith("source: ") and result.stderr.count("\n") == 1
+    assert_only_the_footer(result.stderr)
 
 
 def test_drill_csv_parses_and_keeps_the_footer_off_stdout(url, requests):
@@ -156,7 +172,8 @@ def test_drill_csv_parses_and_keeps_the_footer_off_stdout(url, requests):
     assert result.stdout.splitlines()[0] == "zone,count,error_rate"
     frame = pl.read_csv(io.StringIO(result.stdout))
     assert frame.height == 7 and frame["count"].sum() == valid(requests).sum()
-    assert "source:" not in result.stdout and result.stderr.startswith("source: ")
+    assert "source:" not in result.stdout
+    assert_only_the_footer(result.stderr)
 
 
 def test_drill_parquet_to_a_file_round_trips(url, tmp_path):
@@ -170,21 +187,20 @@ def test_drill_parquet_to_a_file_round_trips(url, tmp_path):
 
 
 def test_table_ends_with_the_row_count_and_where_the_answer_came_from(url):
-    lines = run("drill", "--by", "model", *RANGE, "--store", url).stdout.splitlines()
+    lines, count, footer = trailer(run("drill", "--by", "model", *RANGE, "--store", url).stdout)
     assert cells(lines[0]) == DEFAULT_COLUMNS
-    assert lines[-2] == "(5 rows)"
+    assert count == "(5 rows)"
     if url.startswith("duckdb"):
-        assert lines[-1].startswith(
-            "source: raw requests (this store keeps no materialized rollups)"
-        )
+        assert footer.startswith("source: raw requests (this store keeps no materialized rollups)")
     else:
-        assert lines[-1].startswith(
+        assert footer.startswith(
             "source: rollup requests_sla_1h (range and buckets align to whole hours)"
         )
-        assert "percentiles from 2%-wide latency buckets" in lines[-1]
-    exact = run("drill", "--by", "model", "--exact", *RANGE, "--store", url).stdout.splitlines()
-    assert exact[-2] == "(5 rows)"
-    assert exact[-1].startswith("source: raw requests (exact percentiles asked)")
+        assert "percentiles from 2%-wide latency buckets" in footer
+    exact = run("drill", "--by", "model", "--exact", *RANGE, "--store", url).stdout
+    _, count, footer = trailer(exact)
+    assert count == "(5 rows)"
+    assert footer.startswith("source: raw requests (exact percentiles asked)")
 
 
 def test_timeseries_puts_time_first(url, requests):
@@ -200,18 +216,24 @@ def test_timeseries_puts_time_first(url, requests):
 
 def test_sla_prints_the_budget_and_burn_rates(url, requests):
     args = ("sla", "--slo", "chat-assistant", "--where", "service=chat", *RANGE, "--store", url)
-    lines = run(*args).stdout.splitlines()
-    header = cells(lines[0])
-    assert {"attainment", "compliance", "budget_remaining"} <= set(header)
-    assert [h for h in header if h.startswith("burn_rate_")] == [
+    lines, count, footer = trailer(run(*args).stdout)
+    assert cells(lines[0]) == [
+        "count",
+        "attainment",
+        "budget_remaining",
         "burn_rate_5m",
         "burn_rate_1h",
         "burn_rate_6h",
     ]
-    assert lines[-2] == "(1 row)" and "source: " in lines[-1]
+    assert count == "(1 row; 14 more columns with --wide)"
+    target = "SLO chat-assistant: target 0.99, an error budget of 0.01 of requests over 30 days"
+    assert footer.startswith(f"{target} ") and "source: " in footer
     if url.startswith("http"):  # the windows come from a rollup, the period from raw rows
-        assert "windows: source: rollup requests_1m" in lines[-1]
-        assert "period" in lines[-1] and "source: raw requests" in lines[-1]
+        assert "windows: source: rollup requests_1m" in footer
+        assert "period" in footer and "source: raw requests" in footer
+    wide, count, _ = trailer(run(*args, "--wide").stdout)
+    assert {"compliance", "score", "p95_ttft_ms_ok"} <= set(cells(wide[0]))
+    assert count == "(1 row)"
 
     [row] = json.loads(run(*args, "--format", "json").stdout)
     chat = valid(requests) & (requests.column("service").to_numpy(zero_copy_only=False) == "chat")
@@ -335,10 +357,10 @@ def test_bad_input_is_one_line_and_a_failing_exit_code(url, args, message, tmp_p
 
 def table_rows(stdout: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows of a table that ends with its row count and source lines."""
-    lines = stdout.splitlines()
-    assert lines[-2] == f"({len(lines) - 4} row{'' if len(lines) == 5 else 's'})"
-    assert "source: " in lines[-1]
-    return cells(lines[0]), [cells(line) for line in lines[2:-2]]
+    lines, count, footer = trailer(stdout)
+    assert count.startswith(f"({len(lines) - 2} row{'' if len(lines) == 3 else 's'}")
+    assert "source: " in footer
+    return cells(lines[0]), [cells(line) for line in lines[2:]]
 
 
 def test_root_cause_prints_a_table(url):
@@ -346,8 +368,10 @@ def test_root_cause_prints_a_table(url):
     out = run(*asked, "--store", url).stdout
     header, rows = table_rows(out)
     assert header[:2] == ["dimension", "value"]
-    assert {"traffic_share", "bad_share", "lift", "excess_bad"} <= set(header)
+    assert {"traffic_share", "bad_share", "lift", "contribution"} <= set(header)
     assert {row[0] for row in rows} == {"zone", "region"} and len(rows) == 10
+    wide, _ = table_rows(run(*asked, "--wide", "--store", url).stdout)
+    assert {"bad", "excess_bad"} <= set(wide) - set(header)
 
 
 def test_drift_alerts_only_prints_the_alerting_windows(url):
@@ -357,12 +381,30 @@ def test_drift_alerts_only_prints_the_alerting_windows(url):
     assert rows and all(row[-1] == "true" for row in rows)
     # TTFT tripled at 10:30: the third window on and later alert.
     last = [START + SPAN - timedelta(minutes=5 * i) for i in (4, 3, 2, 1)]
-    assert [f"{t:%Y-%m-%d %H:%M:%S}" for t in last] == [row[0] for row in rows[-4:]]
+    assert [f"{t:%Y-%m-%dT%H:%M:%SZ}" for t in last] == [row[0] for row in rows[-4:]]
 
 
 def test_ab_prints_a_table(url):
-    out = run("ab", "--a", "control", "--b", "treatment", *RANGE, "--store", url).stdout
-    header, rows = table_rows(out)
-    assert header[:4] == ["dimension", "a", "b", "measure"]
-    assert {"difference", "low", "high", "p_value", "significant"} <= set(header)
+    asked = ("ab", "--a", "control", "--b", "treatment", *RANGE, "--store", url)
+    header, rows = table_rows(run(*asked).stdout)
+    assert header[:2] == ["a", "b"]
+    assert {"difference", "low", "high", "significant"} <= set(header)
+    assert [row[:2] for row in rows] == [["control", "treatment"]]
+    header, rows = table_rows(run(*asked, "--wide").stdout)
+    assert header[:4] == ["dimension", "a", "b", "measure"] and "p_value" in header
     assert [row[:4] for row in rows] == [["ab_group", "control", "treatment", "attainment"]]
+
+
+def test_columns_picks_and_orders_the_columns_in_every_format(url):
+    asked = ("ab", "--a", "control", "--b", "treatment", *RANGE, "--store", url)
+    header, rows = table_rows(run(*asked, "--columns", "p_value,b", "-c", "n_b").stdout)
+    assert header == ["p_value", "b", "n_b"] and rows[0][1] == "treatment"
+    [row] = json.loads(run(*asked, "--columns", "p_value,b", "--format", "json").stdout)
+    assert list(row) == ["p_value", "b"]
+    [every] = json.loads(run(*asked, "--format", "json").stdout)
+    assert {"dimension", "measure", "n_a", "level", "method"} <= set(every)
+
+
+def test_an_unknown_column_is_one_line_naming_the_columns(url, tmp_path):
+    result = llmwh("ab", "--columns", "a,p", *RANGE, "--store", url, cwd=tmp_path)
+    assert_one_line_error(result, "unknown column 'p' in --columns; this answer has dimension, a, ")

@@ -8,11 +8,14 @@ import polars as pl
 import typer
 
 from warehouse.cli.options import (
+    ColumnsOption,
     ConfigOption,
     DataOption,
     FormatOption,
     OutputOption,
     StoreOption,
+    WideOption,
+    columns,
     key_values,
     open_warehouse,
 )
@@ -28,8 +31,15 @@ app = typer.Typer(
 
 
 @app.command("list")
-def query_list(fmt: FormatOption = "table", output: OutputOption = None) -> None:
-    """List the named queries: name, parameters (with defaults) and what each answers."""
+def query_list(
+    fmt: FormatOption = "table",
+    output: OutputOption = None,
+    column: ColumnsOption = None,
+    wide: WideOption = False,
+) -> None:
+    """List the named queries: name, parameters (with defaults) and what each answers.
+
+    The table shows the name and what each answers, wrapped; `--wide` adds the parameters."""
     rows = [
         {
             "name": q.name,
@@ -40,7 +50,8 @@ def query_list(fmt: FormatOption = "table", output: OutputOption = None) -> None
         }
         for q in named_queries()
     ]
-    write(pl.DataFrame(rows), fmt, output)
+    shown = columns(column, wide, ["name", "answers"], wrap=["answers"])
+    write(pl.DataFrame(rows), fmt, output, shown)
 
 
 @app.command("show")
@@ -69,13 +80,17 @@ def query_run(
     ] = None,
     fmt: FormatOption = "table",
     output: OutputOption = None,
+    column: ColumnsOption = None,
+    wide: WideOption = False,
     store: StoreOption = None,
     data: DataOption = None,
     config_file: ConfigOption = None,
 ) -> None:
-    """Run a named query read-only, its parameters checked and defaults filled in."""
+    """Run a named query read-only, its parameters checked and defaults filled in.
+
+    The table shows the leftmost columns that fit 100 characters; `--wide` shows all."""
     given = dict(key_values(param, "--param", "NAME=VALUE", value=str))
     query = read_query(name)
     bind(query, given)  # a bad name or value is an error before any store is opened
     with open_warehouse(store, data, config_file, read_only=True) as wh:
-        write(wh.named_query(query, **given), fmt, output)
+        write(wh.named_query(query, **given), fmt, output, columns(column, wide, None))

@@ -11,6 +11,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from warehouse.api import Warehouse
+from warehouse.cli.output import Columns
 from warehouse.config import Config, load_config, setting_help
 from warehouse.errors import ConfigError, InvalidArgument
 from warehouse.render import FORMATS
@@ -19,6 +20,7 @@ from warehouse.store import Store, discovery
 __all__ = [
     "DEFAULT_MEASURES",
     "ByOption",
+    "ColumnsOption",
     "ConfigOption",
     "DataOption",
     "ExactOption",
@@ -32,6 +34,8 @@ __all__ = [
     "ThresholdOption",
     "UntilOption",
     "WhereOption",
+    "WideOption",
+    "columns",
     "comma_list",
     "filters",
     "key_values",
@@ -130,6 +134,36 @@ FormatOption = Annotated[
 OutputOption = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout")
 ]
+ColumnsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--columns",
+        "-c",
+        help="Columns to print, in this order, comma-separated or repeated (every format) "
+        "[default: a table's own, which fit 100 characters; every column for json, csv "
+        "and parquet]",
+        show_default=False,
+    ),
+]
+WideOption = Annotated[
+    bool, typer.Option("--wide", help="A table with every column, not only the default ones")
+]
+
+
+def columns(
+    asked: list[str] | None,
+    wide: bool,
+    default: Iterable[str] | None,
+    wrap: Iterable[str] = (),
+) -> Columns:
+    """What ``--columns`` and ``--wide`` ask of a command whose table shows ``default``
+    (None: the leftmost columns that fit)."""
+    return Columns(
+        tuple(comma_list(asked)),
+        wide,
+        None if default is None else tuple(default),
+        tuple(wrap),
+    )
 
 
 # -- option values ------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Each is a thin shell over a :class:`warehouse.Warehouse` method; results go through
 :mod:`warehouse.render` as a table (with a footer saying where the answer came from),
-JSON, CSV or Parquet.
+JSON, CSV or Parquet. A table shows the columns an SRE reads first, chosen here to fit
+100 characters; ``--wide`` and ``--columns`` show the rest (drill and timeseries show
+what ``--by`` and ``--measure`` asked for, and sql what its SELECT did).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import typer
 from warehouse.cli.options import (
     DEFAULT_MEASURES,
     ByOption,
+    ColumnsOption,
     ConfigOption,
     DataOption,
     ExactOption,
@@ -27,6 +30,8 @@ from warehouse.cli.options import (
     ThresholdOption,
     UntilOption,
     WhereOption,
+    WideOption,
+    columns,
     comma_list,
     filters,
     open_warehouse,
@@ -34,6 +39,24 @@ from warehouse.cli.options import (
 )
 from warehouse.cli.output import write
 from warehouse.query.result import Result
+from warehouse.query.slo import SLO
+
+SLA_COLUMNS = ("count", "attainment", "budget_remaining", "burn_rate_*")
+"""``sla``'s table besides the ``--by`` dimensions; the target is in the note above the
+source (a column of one value would not fit beside the burn rates)."""
+ROOT_CAUSE_COLUMNS = (
+    "dimension",
+    "value",
+    "count",
+    "bad_rate",
+    "traffic_share",
+    "bad_share",
+    "lift",
+    "contribution",
+)
+DRIFT_COLUMNS = ("time", "baseline_mean", "z", "consecutive", "alert")
+"""``drift``'s table besides the ``--by`` dimensions and the measure."""
+AB_COLUMNS = ("a", "b", "value_a", "value_b", "difference", "low", "high", "significant")
 
 __all__ = ["app"]
 
@@ -130,16 +153,27 @@ def sla(
     exact: ExactOption = None,
     fmt: FormatOption = "table",
     output: OutputOption = None,
+    column: ColumnsOption = None,
+    wide: WideOption = False,
     store: StoreOption = None,
     data: DataOption = None,
     config_file: ConfigOption = None,
 ) -> None:
-    """Evaluate an SLO: objectives, attainment, compliance, budget and burn rates."""
+    """Evaluate an SLO: objectives, attainment, compliance, budget and burn rates.
+
+    The table shows count, attainment, budget_remaining and the burn rates per group;
+    `--wide` adds each objective, compliance and score."""
+    from warehouse.query import registry
+    from warehouse.query.slo import load_slo
+
+    objective = load_slo(slo, validate_measure=registry.measure)
+    groups = comma_list(by)
     with open_warehouse(store, data, config_file) as wh:
         result = wh.sla(
-            slo, by=comma_list(by), filters=filters(where), since=since, until=until, exact=exact
+            objective, by=groups, filters=filters(where), since=since, until=until, exact=exact
         )
-        write(result, fmt, output)
+        shown = columns(column, wide, [*groups, *SLA_COLUMNS])
+        write(result, fmt, output, shown, note=_target(objective))
 
 
 @app.command("root-cause")
@@ -159,6 +193,8 @@ def root_cause(
     exact: ExactOption = None,
     fmt: FormatOption = "table",
     output: OutputOption = None,
+    column: ColumnsOption = None,
+    wide: WideOption = False,
     store: StoreOption = None,
     data: DataOption = None,
     config_file: ConfigOption = None,
@@ -177,7 +213,7 @@ def root_cause(
             limit=limit,
             exact=exact,
         )
-        write(result, fmt, output)
+        write(result, fmt, output, columns(column, wide, ROOT_CAUSE_COLUMNS))
 
 
 @app.command("drift")
@@ -204,15 +240,18 @@ def drift(
     ] = False,
     fmt: FormatOption = "table",
     output: OutputOption = None,
+    column: ColumnsOption = None,
+    wide: WideOption = False,
     store: StoreOption = None,
     data: DataOption = None,
     config_file: ConfigOption = None,
 ) -> None:
     """Each window of a measure against its trailing baseline (z-score and EWMA)."""
+    groups = comma_list(by)
     with open_warehouse(store, data, config_file) as wh:
         result = wh.drift(
             measure,
-            by=comma_list(by),
+            by=groups,
             interval=interval,
             filters=filters(where),
             since=since,
@@ -224,7 +263,7 @@ def drift(
         )
         if alerts_only:
             result = Result.of(result.filter(pl.col("alert")), result.plan, result.elapsed_ms)
-        write(result, fmt, output)
+        write(result, fmt, output, columns(column, wide, [*groups, measure, *DRIFT_COLUMNS]))
 
 
 @app.command("ab")
@@ -247,6 +286,8 @@ def ab(
     threshold: ThresholdOption = None,
     fmt: FormatOption = "table",
     output: OutputOption = None,
+    column: ColumnsOption = None,
+    wide: WideOption = False,
     store: StoreOption = None,
     data: DataOption = None,
     config_file: ConfigOption = None,
@@ -264,7 +305,7 @@ def ab(
             thresholds=thresholds(threshold),
             level=level,
         )
-        write(result, fmt, output)
+        write(result, fmt, output, columns(column, wide, AB_COLUMNS))
 
 
 @app.command("sql")
@@ -274,11 +315,25 @@ def sql(
     ],
     fmt: FormatOption = "table",
     output: OutputOption = None,
+    column: ColumnsOption = None,
+    wide: WideOption = False,
     store: StoreOption = None,
     data: DataOption = None,
     config_file: ConfigOption = None,
 ) -> None:
-    """Run a read-only ClickHouse SQL query (transpiled for DuckDB stores)."""
+    """Run a read-only ClickHouse SQL query (transpiled for DuckDB stores).
+
+    The table shows the leftmost columns that fit 100 characters; `--wide` shows all."""
     text = sys.stdin.read() if query == "-" else query
     with open_warehouse(store, data, config_file, read_only=True) as wh:
-        write(wh.sql(text), fmt, output)
+        write(wh.sql(text), fmt, output, columns(column, wide, None))
+
+
+def _target(slo: SLO) -> str:
+    """The note above ``sla``'s source: what budget_remaining and the burn rates count."""
+    days = slo.period.total_seconds() / 86400
+    period = f"{days:g} days" if days >= 1 else f"{slo.period.total_seconds():g} s"
+    return (
+        f"SLO {slo.name}: target {slo.target:g}, an error budget of {slo.error_budget:.4g} "
+        f"of requests over {period}"
+    )
