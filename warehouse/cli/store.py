@@ -18,6 +18,7 @@ from warehouse.cli.options import (
     store_for,
 )
 from warehouse.config import Config, load_config
+from warehouse.render import iso_time
 from warehouse.store import DEFAULT_DATABASE, embedded, local_cluster, open_store, schema
 from warehouse.store.base import Store
 
@@ -77,7 +78,7 @@ def clickhouse_start(
         for k, info in enumerate(started.shards, 1):
             typer.echo(
                 f"  shard {k}: pid {info.pid}, HTTP 127.0.0.1:{info.http_port}, native TCP "
-                f"127.0.0.1:{info.tcp_port}, store URL {info.store_url()}"
+                f"127.0.0.1:{info.tcp_port}\n    store URL {info.store_url()}"
             )
         typer.echo(f"store URL: {started.store_url()}")
         return
@@ -87,11 +88,8 @@ def clickhouse_start(
         tcp_port,
         tenant_databases=tuple(databases or (DEFAULT_DATABASE,)),
     )
-    typer.echo(
-        f"ClickHouse {_version(info)} serving {info.data_dir} (pid {info.pid}): "
-        f"HTTP 127.0.0.1:{info.http_port}, native TCP 127.0.0.1:{info.tcp_port}\n"
-        f"store URL: {info.store_url()}"
-    )
+    typer.echo(f"ClickHouse {_version(info)} serving {info.data_dir} (pid {info.pid})")
+    typer.echo(_ports(info))
 
 
 @clickhouse_app.command("stop")
@@ -120,7 +118,7 @@ def clickhouse_status(data: DataOption = None, config_file: ConfigOption = None)
         typer.echo(f"{'running' if not down else 'degraded'}: cluster {name}, {len(shards)} shards")
         for k, (path, info) in enumerate(shards, 1):
             state = f"pid {info.pid}, store URL {info.store_url()}" if info else "NOT RUNNING"
-            typer.echo(f"  shard {k}: {state} ({path})")
+            typer.echo(f"  shard {k}: {state}\n    data {path}")
         if down:
             raise typer.Exit(1)
         return
@@ -128,9 +126,15 @@ def clickhouse_status(data: DataOption = None, config_file: ConfigOption = None)
     if info is None:
         typer.echo(f"not running: {Path(config.data_dir).resolve()}")
         raise typer.Exit(1)
-    typer.echo(
-        f"running: pid {info.pid}, HTTP 127.0.0.1:{info.http_port}, "
-        f"TCP 127.0.0.1:{info.tcp_port}, data {info.data_dir}\nstore URL: {info.store_url()}"
+    typer.echo(f"running: pid {info.pid}, data {info.data_dir}")
+    typer.echo(_ports(info))
+
+
+def _ports(info: embedded.ServerInfo) -> str:
+    """Where a server listens, on two lines: each could be long."""
+    return (
+        f"HTTP 127.0.0.1:{info.http_port}, native TCP 127.0.0.1:{info.tcp_port}\n"
+        f"store URL: {info.store_url()}"
     )
 
 
@@ -157,7 +161,7 @@ def migrate_status(
     for k, (url, states) in enumerate(report, 1):
         typer.echo(f"shard {k}: {url}" if target.shard_urls else f"store: {url}")
         for state in states:
-            when = f"  {state.applied_at:%Y-%m-%d %H:%M:%S}" if state.applied_at else ""
+            when = f"  {iso_time(state.applied_at)}" if state.applied_at else ""
             typer.echo(f"  {state.version:04d}_{state.name:<24} {state.state}{when}")
         bad |= any(s.state in ("changed", "missing") for s in states)
     if bad:
