@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
+import pytest
 
-from warehouse.exporters.report import charts
+from warehouse.exporters.report import charts, units
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 SPAN = (START, START + timedelta(hours=1))
@@ -53,3 +54,68 @@ def test_charts_drawn_on_many_threads_stay_whole():
     for k, svg in enumerate(drawn):
         assert f"zone-{k}" in svg and svg.count("<svg") == 1
     assert "matplotlib.pyplot" not in sys.modules  # no global figure registry in play
+
+
+def test_a_legend_sits_outside_the_plot():
+    values = [0.995, 0.99, 0.97, 0.999] * 3  # data up in the top right corner too
+    drawn = frame(values)
+    figure = charts.line_figure(
+        drawn, "attainment", title="t", span=SPAN, unit="%", limit=0.99, limit_label="target"
+    )
+    figure.draw_without_rendering()  # lays the figure out, as writing it does
+    axes = figure.axes[0]
+    legend = axes.get_legend()
+    assert legend is not None
+    plot, box = axes.get_window_extent(), legend.get_window_extent()
+    assert box.y0 >= plot.y1 - 1  # above the plot, not over its data
+    assert figure.get_window_extent().contains(box.x1 - 1, box.y1 - 1)  # and on the figure
+
+
+@pytest.mark.parametrize(
+    ("values", "limit", "low", "high"),
+    [
+        ([0.992, 0.995, 0.999], 0.99, 0.95, 1.0),  # 99.2 % is no disaster: 5 points shown
+        ([0.9995, 0.9999], 0.999, 0.95, 1.0),
+        ([0.91, 0.99], 0.99, 0.90, 1.0),  # the data's low point, on a whole point
+        ([0.6, 0.98], 0.95, 0.55, 1.0),  # wider: steps of 5 points
+        ([0.001, 0.004], 0.005, 0.0, 0.01),  # a small share from 0, a point at least
+    ],
+)
+def test_a_percentage_axis_never_zooms_into_a_point(values, limit, low, high):
+    found = charts.share_axis(values, limit)
+    assert found == pytest.approx((low, high))
+    assert found[1] - found[0] >= min(charts.MIN_SHARE_SPAN, high) - 1e-9
+
+
+def test_a_sparkline_is_a_small_labelled_svg():
+    svg = charts.sparkline([0.99, None, 0.95, 0.999], title="chat: attainment", limit=0.99)
+    assert svg.startswith('<svg role="img" aria-label="chat: attainment" ')
+    assert "stroke: #1f4e79" in svg and "stroke: #c0392b" in svg  # the data, the target
+
+
+@pytest.mark.parametrize(
+    ("value", "name", "shown"),
+    [
+        (0.992, "attainment", "99.2 %"),
+        (0.99, "attainment", "99.0 %"),
+        (0.9996, "attainment", "99.96 %"),  # never 100.0 % while below it
+        (1.0, "attainment", "100.0 %"),
+        (-0.871, "budget_remaining", "-87.1 %"),
+        (0.001, "error_rate", "0.1 %"),
+        (412.3, "p95_ttft_ms", "412 ms"),
+        (41.23, "p95_ttft_ms", "41.2 ms"),
+        (60_000, "p95_e2e_ms", "60.0 s"),
+        (15_410, "count", "15.4k req"),
+        (950, "count", "950 req"),
+        (38.04, "decode_tps", "38.0 tok/s"),
+        (None, "attainment", "&ndash;"),
+    ],
+)
+def test_one_number_format_with_units(value, name, shown):
+    assert units.measure(value, name) == shown
+
+
+def test_burn_rates_read_as_multiples():
+    assert [units.burn(v) for v in (0, 0.239, 1.637, 14.4, 120.3, None)] == [
+        "0x", "0.24x", "1.6x", "14.4x", "120x", "&ndash;",
+    ]  # fmt: skip

@@ -11,7 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from warehouse.config import Config
 from warehouse.ingest.app import Receiver, Route
-from warehouse.serve.reads import READ_CONCURRENCY, READ_PATH, Pages, RemoteRead
+from warehouse.serve.reads import (
+    READ_CONCURRENCY,
+    READ_PATH,
+    SLO_PATH,
+    Pages,
+    RemoteRead,
+    slo_names,
+)
 from warehouse.store.base import Store
 
 __all__ = ["build_app"]
@@ -26,6 +33,8 @@ def build_app(store: Store, config: Config | None = None) -> Receiver:
     receiver.mount(Route("POST", READ_PATH, RemoteRead(receiver, reads), "read"))
     receiver.mount(Route("GET", "/", pages.overview, "read"))
     receiver.mount(Route("GET", "/report", pages.report, "read"))
+    for name in slo_names(store, receiver.config):
+        receiver.mount(Route("GET", SLO_PATH + name, pages.slo(name), "read"))
 
     async def stop_reads() -> None:
         reads.shutdown()

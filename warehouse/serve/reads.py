@@ -8,24 +8,43 @@ its rights, errors as status codes); each endpoint asks it for the request's ten
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
+from warehouse.api import Warehouse
+from warehouse.config import Config
 from warehouse.errors import InvalidArgument, QueryError, UnsupportedMediaType
 from warehouse.ingest.app import Receiver
 from warehouse.ingest.http import Receive, Scope, Send, header, media_type, require_snappy, respond
 from warehouse.query import remote_read
+from warehouse.query.slo import load_slo
+from warehouse.store.base import Store
 
 if TYPE_CHECKING:
     from warehouse.exporters.report.live import Overview
 
-__all__ = ["READ_CONCURRENCY", "READ_PATH", "Pages", "RemoteRead"]
+__all__ = ["READ_CONCURRENCY", "READ_PATH", "SLO_PATH", "Pages", "RemoteRead", "slo_names"]
 
 READ_PATH = "/api/v1/read"
 READ_CONCURRENCY = 2
 """Reads answered at once; more wait their turn (Prometheus's default limit is 10)."""
+SLO_PATH = "/slo/"
+"""An SLO's page is ``/slo/<name>`` (its name, not its file)."""
+
+
+def slo_names(store: Store, config: Config) -> list[str]:
+    """The names of the SLOs the overview shows (the ``slos`` setting's, else the shipped
+    ones): an SLO's page is mounted under each. One that does not load keeps the name it
+    was configured by; the overview says what is wrong with it."""
+    names = []
+    for configured in Warehouse(store, config).configured_slos():
+        try:
+            names.append(load_slo(configured).name)
+        except QueryError:
+            names.append(configured)
+    return names
 
 
 class RemoteRead:
@@ -65,8 +84,14 @@ class RemoteRead:
         return 200
 
 
+def slo_link(name: str) -> str:
+    """The SLO ``name``'s page, relative to the overview at ``/``."""
+    return SLO_PATH.lstrip("/") + quote(name, safe="")
+
+
 class Pages:
-    """``GET /`` (the live overview) and ``GET /report`` (the SLA report), as HTML."""
+    """``GET /`` (the live overview), ``GET /slo/<name>`` (an SLO's page) and
+    ``GET /report`` (the SLA report), as HTML."""
 
     def __init__(self, receiver: Receiver, threads: Executor):
         self.receiver = receiver
@@ -76,6 +101,15 @@ class Pages:
     async def overview(self, scope: Scope, receive: Receive, send: Send) -> int:
         tenant = self.receiver.tenant_of(scope)
         return await self._page(send, lambda overview: overview.page(tenant))
+
+    def slo(self, name: str) -> Callable[[Scope, Receive, Send], Awaitable[int]]:
+        """The endpoint of the SLO ``name``'s page."""
+
+        async def page(scope: Scope, receive: Receive, send: Send) -> int:
+            tenant = self.receiver.tenant_of(scope)
+            return await self._page(send, lambda overview: overview.slo_page(name, tenant))
+
+        return page
 
     async def report(self, scope: Scope, receive: Receive, send: Send) -> int:
         tenant = self.receiver.tenant_of(scope)
@@ -87,7 +121,11 @@ class Pages:
 
         receiver = self.receiver
         return Overview(
-            receiver.store, receiver.config, receiver.metrics.registry, receiver.started
+            receiver.store,
+            receiver.config,
+            receiver.metrics.registry,
+            receiver.started,
+            link=slo_link,
         )
 
     async def _page(self, send: Send, draw: Callable[[Overview], str]) -> int:

@@ -43,6 +43,31 @@ def test_the_overview_shows_health_and_the_slos_of_the_last_hours(loaded):
     assert "<form action='report' method='get'>" in page
 
 
+def test_the_overview_opens_with_the_slos_in_trouble_first_and_each_has_a_page(make_client):
+    """Three SLOs, one of them burning (the incident's zone serves chat): it heads the
+    table, which comes before everything else, and its row opens its page, whose
+    headline names what it missed."""
+    client = make_client()  # every shipped SLO
+    client.app.store.insert_arrow(
+        "requests",
+        synthetic_requests(
+            20_000, seed=5, start=END - timedelta(hours=5), span=timedelta(hours=5),
+            incidents=[INCIDENT],
+        ),
+    )  # fmt: skip
+    page = client.get("/").text
+    table = page.index("<table class='slos'>")
+    assert table < page.index("<h2>Receiver</h2>") < page.index("<section")
+    rows = re.findall(r"<tr><td><a href='slo/([^']+)'>", page)
+    assert sorted(rows) == ["batch-summarization", "chat-assistant", "code-completion"]
+    assert rows[0] == "chat-assistant", rows
+    slo = client.get(f"/slo/{rows[0]}")
+    assert slo.status == 200, slo.text
+    verdict = re.search(r'<p class="headline"><b class="missed">([^<]+)</b>', slo.text)
+    assert verdict is not None and verdict[1] == "Missed the 99.0 % target.", slo.text[:3000]
+    assert client.get("/slo/no-such-slo").status == 404
+
+
 def test_the_report_page_takes_its_range_from_the_query(loaded):
     response = loaded.get("/report?slo=chat-assistant&since=5h&by=zone")
     assert response.status == 200, response.text
@@ -90,7 +115,7 @@ def test_in_multi_tenant_mode_the_pages_show_the_headers_tenant_only(make_client
     for tenant in ("acme", "globex"):
         page = client.get("/report?slo=chat-assistant&since=3h&by=tenant", x_scope_orgid=tenant)
         assert page.status == 200, page.text
-        shown = set(re.findall(r"<tr><td>([a-z]+)</td><td>[\d,]+</td>", page.text))
+        shown = set(re.findall(r"<tr><td>([a-z]+)</td><td>[\d.,]+k? req</td>", page.text))
         assert shown <= {tenant}  # never another tenant's group
         assert shown or tenant != "acme"  # acme calls the chat service
         # A dimension named like the tenant column reads the header's tenant still.

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import io
 import itertools
+import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -28,16 +29,46 @@ import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from warehouse.exporters.report import units
+
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
-__all__ = ["bars", "line"]
+__all__ = ["MIN_SHARE_SPAN", "bars", "line", "line_figure", "share_axis", "sparkline"]
 
 INK, BAD, GOOD, MUTED, GRID = "#1f4e79", "#c0392b", "#2e7d32", "#7f8c8d", "#e5e5e5"
 # Text as text; stable ids.
 _SVG: dict[RcKeyType, str] = {"svg.fonttype": "none", "svg.hashsalt": "llmwh"}
 _WRITING = threading.Lock()
 _NUMBERS = itertools.count(1)
+WIDTH = 12.0
+"""Inches: the page scales every chart to its own width (``width: 100%``), so this sets
+the proportions and the text's size relative to the plot, not a size on screen."""
+MIN_SHARE_SPAN = 0.05
+"""The narrowest percentage axis: 5 points, so that 99.2 % against a 99 % target does
+not fill the chart from top to bottom like a disaster."""
+
+
+def share_axis(values: Sequence[float | None], limit: float | None = None) -> tuple[float, float]:
+    """The y range of a chart of shares: shares near 100 % (an attainment, a hit ratio)
+    run up to 100 % from below the data and the limit, the limit at most halfway up;
+    small shares (an error rate) from 0 up past the data and the limit, a point at
+    least. Never narrower than :data:`MIN_SHARE_SPAN` near 100 %, the floor on a whole
+    step of the axis's size."""
+    seen = [v for v in values if v is not None and math.isfinite(v)]
+    if limit is not None:
+        seen.append(limit)
+    if not seen:
+        return 0.0, 1.0
+    if min(seen) >= 0.5 and max(seen) <= 1.0:
+        low = min(seen) - 0.002  # the lowest point clear of the axis
+        if limit is not None:
+            low = min(low, limit - (1.0 - limit))
+        low = min(low, 1.0 - MIN_SHARE_SPAN)
+        step = 0.01 if 1.0 - low <= 0.1 else 0.05
+        return max(0.0, round(math.floor(low / step + 1e-9) * step, 6)), 1.0
+    low, high = min(0.0, min(seen)), max(seen) * 1.15
+    return low, max(high, low + 0.01)
 
 
 def line(
@@ -46,39 +77,68 @@ def line(
     *,
     title: str,
     span: tuple[datetime, datetime],
+    unit: str = "",
     limit: float | None = None,
     limit_label: str = "",
-    percent: bool = False,
+    bounds: tuple[float, float] | None = None,
     floor_zero: bool = False,
 ) -> str:
     """``column`` over ``time`` across ``span``, with a limit (an objective's threshold,
-    the target) drawn across; missing intervals (null) break the line. An SVG element."""
-    figure = Figure(figsize=(7.2, 2.4))
+    the target) drawn across and named in a legend above the plot, never over it;
+    missing intervals (null) break the line. ``unit`` (``%``, ``ms``, ``req``...) labels
+    the y axis's ticks; ``bounds`` fixes its range (by default, for ``%``,
+    :func:`share_axis`). An SVG element."""
+    figure = line_figure(frame, column, title=title, span=span, unit=unit, limit=limit,
+                         limit_label=limit_label, bounds=bounds, floor_zero=floor_zero)  # fmt: skip
+    return _svg(figure, title)
+
+
+def line_figure(
+    frame: pl.DataFrame,
+    column: str,
+    *,
+    title: str,
+    span: tuple[datetime, datetime],
+    unit: str = "",
+    limit: float | None = None,
+    limit_label: str = "",
+    bounds: tuple[float, float] | None = None,
+    floor_zero: bool = False,
+) -> Figure:
+    """:func:`line`'s figure, before it is written."""
+    figure = Figure(figsize=(WIDTH, 2.6), layout="constrained")
     axes = _axes(figure, title)
     times, values = frame["time"].to_list(), frame[column].to_list()
     marker = "o" if sum(v is not None for v in values) < 3 else None  # a lone point shows
     drawn = [float("nan") if v is None else v for v in values]
-    axes.plot(times, drawn, color=INK, linewidth=1.4, marker=marker, markersize=3)
+    axes.plot(times, drawn, color=INK, linewidth=1.4, marker=marker, markersize=3, label=column)
     if limit is not None:
         axes.axhline(limit, color=BAD, linestyle="--", linewidth=1, label=limit_label)
-        legend = axes.legend(loc="best", frameon=False)
-        for text in legend.get_texts():
-            text.set_parse_math(False)
+        _legend(axes)
     if floor_zero:
         axes.axhline(0, color=MUTED, linewidth=0.8)
-    if percent:
-        axes.yaxis.set_major_formatter(lambda v, _: f"{v:.2%}" if abs(v) < 0.1 else f"{v:.1%}")
+    if bounds is None and unit == "%":
+        bounds = share_axis(values, limit)
+    elif bounds is None:  # a latency, a speed: from 0, so that 150 ms against 120 ms is not 5x
+        seen = [v for v in [*values, limit] if v is not None and math.isfinite(v)]
+        if seen and min(seen) >= 0:
+            bounds = (0.0, max(seen) * 1.1 or 1.0)
+    if bounds is not None:
+        axes.set_ylim(*bounds)
+    axes.yaxis.set_major_formatter(_ticks(unit))
     # Datetimes are converted by matplotlib's date units; its stubs take floats only.
     axes.set_xlim(*span)  # type: ignore[arg-type]
     locator = mdates.AutoDateLocator()
     axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    return _svg(figure, title)
+    axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, offset_formats=_OFFSETS))
+    axes.xaxis.get_offset_text().set_fontsize(8)
+    return figure
 
 
 def bars(labels: Sequence[str], values: Sequence[float], *, title: str, limit: float | None) -> str:
-    """Horizontal bars of shares, worst first, red where below ``limit``; an SVG element."""
-    figure = Figure(figsize=(7.2, 0.35 * len(labels) + 0.9))
+    """Horizontal bars of shares, worst first, red where below ``limit``, on a
+    :func:`share_axis`; an SVG element."""
+    figure = Figure(figsize=(WIDTH, 0.3 * len(labels) + 0.9), layout="constrained")
     axes = _axes(figure, title)
     colors = [BAD if limit is not None and v < limit else GOOD for v in values]
     positions = list(range(len(labels)))[::-1]
@@ -86,10 +146,50 @@ def bars(labels: Sequence[str], values: Sequence[float], *, title: str, limit: f
     axes.set_yticks(positions, [_short(label) for label in labels], parse_math=False)
     if limit is not None:
         axes.axvline(limit, color=BAD, linestyle="--", linewidth=1)
-    low = min([*values, limit if limit is not None else 1.0])
-    axes.set_xlim(max(0.0, low - (1 - low) * 0.2), 1.0)
-    axes.xaxis.set_major_formatter(lambda v, _: f"{v:.1%}")
+    axes.set_xlim(*share_axis(values, limit))
+    axes.xaxis.set_major_formatter(_ticks("%"))
     return _svg(figure, title)
+
+
+def sparkline(values: Sequence[float | None], *, title: str, limit: float | None = None) -> str:
+    """A small line of shares without axes, on the same :func:`share_axis` as the
+    full charts, with ``limit`` dashed across: for a table's cell."""
+    figure = Figure(figsize=(1.8, 0.4))
+    axes = figure.add_axes((0.0, 0.04, 1.0, 0.92))
+    axes.set_axis_off()
+    drawn = [float("nan") if v is None else v for v in values]
+    if limit is not None:
+        axes.axhline(limit, color=BAD, linestyle="--", linewidth=0.8)
+    axes.plot(range(len(drawn)), drawn, color=INK, linewidth=1.2)
+    axes.set_xlim(0, max(len(drawn) - 1, 1))
+    axes.set_ylim(*share_axis(values, limit))
+    return _svg(figure, title)
+
+
+_OFFSETS = ["", "%Y", "%Y-%m", "%Y-%m-%d UTC", "%Y-%m-%d UTC", "%Y-%m-%d %H:%M UTC"]
+"""The date written under the time axis: it names the time zone."""
+
+
+def _ticks(unit: str) -> Callable[[float, float], str]:
+    """A tick's text in the page's number format (:mod:`.units`)."""
+    if unit == "%":
+        return lambda v, _: f"{v * 100:.{_decimals(v)}f} %"
+    return lambda v, _: units.number(v, unit)
+
+
+def _decimals(value: float) -> int:
+    """Whole percentages on an axis unless a tick sits between two."""
+    return 0 if abs(value * 100 - round(value * 100)) < 1e-6 else 1
+
+
+def _legend(axes: Axes) -> None:
+    """The legend above the plot, at its right: never over the data."""
+    legend = axes.legend(
+        loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, frameon=False, fontsize=8,
+        borderaxespad=0.2,
+    )  # fmt: skip
+    for text in legend.get_texts():
+        text.set_parse_math(False)
 
 
 def _axes(figure: Figure, title: str) -> Axes:
@@ -110,7 +210,6 @@ def _short(label: str, width: int = 28) -> str:
 def _svg(figure: Figure, title: str) -> str:
     """The figure as an ``<svg>`` element: its ids made unique in the page (several
     charts share one document), labelled for screen readers."""
-    figure.tight_layout()
     out = io.StringIO()
     with _WRITING, matplotlib.rc_context(_SVG):
         figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})

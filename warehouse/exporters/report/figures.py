@@ -15,15 +15,40 @@ import polars as pl
 
 from warehouse.api import Warehouse
 from warehouse.query.registry import dimension
+from warehouse.query.sla import (
+    WORKBOOK_ALERTS,
+    BurnAlert,
+    alert_rates,
+    firing,
+    held,
+    with_alert_windows,
+)
 from warehouse.query.slo import SLO, load_slo
 from warehouse.query.timerange import TimeRange, floor_to
 
-__all__ = ["SloFigures", "gather", "interval_for", "min_group_size"]
+__all__ = ["Miss", "SloFigures", "gather", "interval_for", "min_group_size", "misses"]
 
 _INTERVALS = [timedelta(minutes=m) for m in (1, 5, 15, 60, 360, 1440)]
 WORST_WINDOWS = 3
 """How many of the worst intervals (below the target) get a root cause."""
 _POINTS = 150
+
+
+@dataclass(frozen=True)
+class Miss:
+    """The target or an objective, missed over the range or in some of its intervals."""
+
+    what: str
+    """``"target"`` or the objective as written (``p95(ttft_ms) <= 200``)."""
+    measure: str
+    """The measure it is judged on (``attainment`` for the target)."""
+    value: float | None
+    """The measure over the whole range."""
+    over_range: bool
+    """Missed over the whole range (else only in ``intervals`` of its intervals)."""
+    intervals: int
+    first: datetime | None
+    """The start of the first interval in which it was missed."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +73,34 @@ class SloFigures:
     """Windows where the first objective's measure drifted (``alert`` set)."""
     sources: dict[str, str]
     """Per figure, the plan that answered it (source, stated errors)."""
+    status: dict[str, Any]
+    """`llmwh sla` over the SLO's period ending with the range, with the burn rates of
+    the workbook's alert windows: what the overview's table shows."""
+    rates: dict[str, float | None]
+    """The burn rates the workbook's alerts read, by window (``1h``, ``5m``...)."""
+    alert: BurnAlert | None
+    """The most severe of the workbook's alerts that fires on them, if any."""
+    misses: list[Miss]
+    """What was missed, the target first, then each objective, in the SLO's order."""
 
     @property
     def empty(self) -> bool:
         return not self.summary.get("count")
+
+    @property
+    def trouble(self) -> tuple[int, float, float]:
+        """A sort key, the SLO in most trouble first: the severity of the alert that
+        fires, then how fast the budget burns (the highest, over the workbook's pairs,
+        of the slower window's rate over the pair's rate: 1 is where it would fire),
+        then how little budget is left."""
+        rank = {"page": 2, "ticket": 1}.get(self.alert.severity, 0) if self.alert else 0
+        fastest = 0.0
+        for alert in WORKBOOK_ALERTS:
+            long, short = self.rates.get(alert.long), self.rates.get(alert.short)
+            if long is not None and short is not None:
+                fastest = max(fastest, min(long, short) / alert.rate)
+        left = self.status.get("budget_remaining")
+        return -rank, -fastest, 1.0 if left is None else left
 
 
 def interval_for(span: timedelta) -> timedelta:
@@ -115,10 +164,44 @@ def gather(wh: Warehouse, slo: str | SLO, time_range: TimeRange, by: str | None)
     )
     drift = pl.DataFrame(drifted).filter(pl.col("alert"))
     sources["drift"] = drifted.plan.describe()
+    alerted = with_alert_windows(objective)
+    period = wh.sla(alerted, since=until - objective.period, until=until)
+    status = period.row(0, named=True) if period.height else {"count": 0}
+    sources["status over the period"] = period.plan.describe()
+    rates = alert_rates(status, alerted)
     return SloFigures(
         objective, time_range, interval, row, over_time, worst, by, causes,
-        drift, sources,
+        drift, sources, status, rates, firing(rates), misses(objective, row, over_time),
     )  # fmt: skip
+
+
+def misses(slo: SLO, summary: dict[str, Any], over_time: pl.DataFrame) -> list[Miss]:
+    """The target and the objectives missed over the range (``summary``) or in some of
+    its intervals (``over_time``), with the first interval each was missed in."""
+    found = []
+    traffic = over_time.filter(pl.col("count") > 0) if "count" in over_time.columns else over_time
+    if traffic.height and "attainment" in traffic.columns:
+        below = traffic.filter(pl.col("attainment") < slo.target)
+        attainment = summary.get("attainment")
+        over_range = attainment is not None and attainment < slo.target
+        if over_range or below.height:
+            first = below["time"].min() if below.height else None
+            found.append(
+                Miss("target", "attainment", attainment, over_range, below.height,
+                     cast(datetime | None, first))
+            )  # fmt: skip
+    for objective in slo.objectives:
+        if objective.measure not in traffic.columns:
+            continue
+        missed = traffic.filter(held(traffic, objective).not_())  # null (no value): not missed
+        over_range = summary.get(f"{objective.measure}_ok") is False
+        if over_range or missed.height:
+            first = missed["time"].min() if missed.height else None
+            found.append(
+                Miss(str(objective), objective.measure, summary.get(objective.measure),
+                     over_range, missed.height, cast(datetime | None, first))
+            )  # fmt: skip
+    return found
 
 
 def min_group_size(total: int) -> int:

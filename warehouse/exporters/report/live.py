@@ -1,10 +1,14 @@
-"""The live overview page at ``GET /`` of ``llmwh serve``, and ``GET /report``.
+"""The live overview page at ``GET /`` of ``llmwh serve``, each SLO's page at
+``GET /slo/<name>``, and ``GET /report``.
 
-The overview is the report's sections for the last hours, refreshing itself every
-minute, with the receiver's own health on top (writes and values per second since the
-page was last drawn, flush latency, sealing lag) and a form that opens the full report
-for a chosen range. Read-only; it reads through :class:`warehouse.api.Warehouse`, so it
-is scoped to the ``tenant`` setting when one is set.
+The overview opens with every SLO in one table, the one in most trouble first (the
+alert its burn rates fire, how fast it burns, its budget left; each row leads to the
+SLO's page), then the receiver's own health (writes and values per second since the
+page was last drawn, flush latency, sealing lag), a form that opens the full report for
+a chosen range, and the report's sections for the last hours in the table's order. It
+refreshes itself every minute. Read-only; it reads through
+:class:`warehouse.api.Warehouse`, so it is scoped to the ``tenant`` setting when one is
+set.
 """
 
 from __future__ import annotations
@@ -21,8 +25,15 @@ from prometheus_client import CollectorRegistry
 from warehouse.api import Warehouse
 from warehouse.config import Config
 from warehouse.errors import QueryError
-from warehouse.exporters.report.figures import gather
-from warehouse.exporters.report.page import render, render_sections
+from warehouse.exporters.report.figures import SloFigures, gather
+from warehouse.exporters.report.page import (
+    Link,
+    by_trouble,
+    render,
+    render_sections,
+    render_summary,
+    section_link,
+)
 from warehouse.query.timerange import TimeRange, parse_duration, time_range
 from warehouse.store.base import Store
 
@@ -54,42 +65,65 @@ class Overview:
         registry: CollectorRegistry,
         started: float,
         hours: int = 6,
+        link: Link = section_link,
     ):
         """``started``: when the receiver started (``time.monotonic()``), so that the
-        first page's rates are over the receiver's life, said so."""
+        first page's rates are over the receiver's life, said so. ``link``: where a row
+        of the SLOs' table leads."""
         self.store = store
         self.config = config
         self.registry = registry
         self.slos = Warehouse(store, config).configured_slos()
         self.hours = hours
+        self.link = link
+        """Where the SLOs' table leads (each SLO's page; by default its section)."""
         self._last = _Snapshot(started, 0.0, 0.0)
         self._first = True
         self._lock = threading.Lock()
-        self._pages: dict[str | None, tuple[float, TimeRange, str]] = {}
+        self._figures: dict[str | None, tuple[float, TimeRange, list[SloFigures]]] = {}
 
     def page(self, tenant: str | None = None) -> str:
-        """The overview: health, then each SLO over the last ``hours``; the SLOs' part is
-        drawn at most every :data:`REDRAW_SECONDS` per tenant (each draw asks the store a
-        few questions per SLO), the health on every view."""
-        with self._lock:
-            cached = self._pages.get(tenant)
-        if cached is None or time.monotonic() - cached[0] > REDRAW_SECONDS:
-            window = time_range(f"{self.hours}h", None)
-            warehouse = Warehouse(self.store, self.config, tenant=tenant)
-            figures = [gather(warehouse, name, window, "zone") for name in self.slos]
-            cached = (time.monotonic(), window, render_sections(figures))
-            with self._lock:
-                self._pages[tenant] = cached
-        _, window, sections = cached
+        """The overview: the SLOs' table, health, then each SLO over the last ``hours``."""
+        window, figures = self._latest(tenant)
         # The receiver's own figures are every tenant's: a tenant sees its own instead.
         health = self._health() if tenant is None else self._tenant_health(tenant)
+        summary = render_summary(figures, self.link) if figures else ""
         return render(
             [],
             title=f"llmwh: the last {self.hours} hours",
-            header=health + _report_form(self.slos) + sections,
+            header=summary + health + _report_form(self.slos) + render_sections(figures),
             refresh_seconds=REFRESH_SECONDS,
             window=window,
         )
+
+    def slo_page(self, name: str, tenant: str | None = None) -> str:
+        """One SLO's page: its section of the overview, on its own."""
+        window, figures = self._latest(tenant)
+        shown = [f for f in figures if f.slo.name == name]
+        if not shown:
+            raise QueryError(f"unknown SLO {name}: this receiver shows {', '.join(self.slos)}")
+        return render(
+            shown,
+            title=f"{name}: the last {self.hours} hours",
+            header="<p><a href='../'>&larr; every SLO</a></p>",
+            refresh_seconds=REFRESH_SECONDS,
+            window=window,
+        )
+
+    def _latest(self, tenant: str | None) -> tuple[TimeRange, list[SloFigures]]:
+        """Every SLO's figures over the last ``hours``, in most trouble first; drawn at
+        most every :data:`REDRAW_SECONDS` per tenant (each draw asks the store a few
+        questions per SLO), shared by the overview and the SLOs' pages."""
+        with self._lock:
+            cached = self._figures.get(tenant)
+        if cached is None or time.monotonic() - cached[0] > REDRAW_SECONDS:
+            window = time_range(f"{self.hours}h", None)
+            warehouse = Warehouse(self.store, self.config, tenant=tenant)
+            figures = by_trouble([gather(warehouse, name, window, "zone") for name in self.slos])
+            cached = (time.monotonic(), window, figures)
+            with self._lock:
+                self._figures[tenant] = cached
+        return cached[1], cached[2]
 
     def report(self, query: Mapping[str, Sequence[str]], tenant: str | None = None) -> str:
         """The full report for ``?slo=NAME&since=7d[&until=...][&by=DIM]``."""
