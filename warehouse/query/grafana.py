@@ -3,8 +3,10 @@
 Elsewhere the builder binds every value as a ``{name:Type}`` parameter. A panel's SQL is
 written before any value is known: the time range, the bucket and the filters come from
 Grafana each time it asks, through the grafana-clickhouse-datasource plugin's macros and
-the dashboard's variables (docs/grafana.md). So a panel's question is compiled by the
-ordinary builder for a template range, and the values it bound are then replaced:
+the dashboard's variables (docs/exporters.md). So a panel's question is compiled by the
+ordinary builder for a template range, read as a sqlglot tree, and the tree is
+transformed, node by node, where the builder bound a value (a placeholder) or bucketed
+time (no text is searched or edited):
 
 - the ends of the range and of each piece the planner cut it into become names defined
   in a leading ``WITH``, computed from ``$__fromTime_ms`` and ``$__toTime_ms``;
@@ -26,7 +28,7 @@ A range is ``[from, to)``, as everywhere in this product (the plugin's own
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,11 +38,11 @@ import polars as pl
 from sqlglot import exp
 
 from warehouse.errors import QueryError
+from warehouse.query import dialects
 from warehouse.query.builder import Compiled, Plan, Question, compile_question
 from warehouse.query.registry import dimension, histogram_quantile_sql
 from warehouse.query.stats import Arithmetic
 from warehouse.query.timerange import TimeRange, ceil_to, floor_to
-from warehouse.store.base import quote_string
 from warehouse.store.clickhouse import SERVER
 
 __all__ = ["INTERVAL", "SQL", "PanelQuestion", "Rendered", "render"]
@@ -147,43 +149,50 @@ _MINUTE, _HOUR = timedelta(minutes=1), timedelta(hours=1)
 _MINUTE_MS, _HOUR_MS = 60_000, 3_600_000
 
 
-def _moments(since: datetime, until: datetime, since_sql: str) -> list[tuple[str, datetime, str]]:
-    """(name, template value, SQL in ms) of every moment a plan of the template range can
-    cut at, each referring only to those before it. ``least`` and ``greatest`` keep the
-    cuts in order for a range too short for a whole minute or hour; the template values
-    are clamped alike."""
+def _moments(
+    since: datetime, until: datetime, since_ms: exp.Expr
+) -> list[tuple[str, datetime, exp.Expr]]:
+    """(name, template value, its SQL in ms) of every moment a plan of the template range
+    can cut at, each referring only to those before it. ``least`` and ``greatest`` keep
+    the cuts in order for a range too short for a whole minute or hour; the template
+    values are clamped alike."""
     minutes_from = min(ceil_to(since, _MINUTE), until)
     minutes_to = max(floor_to(until, _MINUTE), minutes_from)
     hours_from = min(ceil_to(since, _HOUR), minutes_to)
-    minute, hour = _MINUTE_MS, _HOUR_MS
+
+    def floor(ms: exp.Expr, step: int) -> exp.Expr:
+        return exp.func("intDiv", ms, exp.Literal.number(step)) * step
+
+    def ceil(ms: str, step: int) -> exp.Expr:
+        return floor(exp.column(ms) + (step - 1), step)
+
+    to_ms = exp.func("toUnixTimestamp64Milli", exp.var("$__toTime_ms"))
     return [
-        ("to_ms", until, "toUnixTimestamp64Milli($__toTime_ms)"),
-        ("from_ms", since, since_sql),
-        ("from_minute_ms", floor_to(since, _MINUTE), f"intDiv(from_ms, {minute}) * {minute}"),
-        (
-            "to_minute_ms",
-            ceil_to(until, _MINUTE),
-            f"intDiv(to_ms + {minute - 1}, {minute}) * {minute}",
-        ),
+        ("to_ms", until, to_ms),
+        ("from_ms", since, since_ms),
+        ("from_minute_ms", floor_to(since, _MINUTE), floor(exp.column("from_ms"), _MINUTE_MS)),
+        ("to_minute_ms", ceil_to(until, _MINUTE), ceil("to_ms", _MINUTE_MS)),
         (
             "minutes_from_ms",
             minutes_from,
-            f"least(intDiv(from_ms + {minute - 1}, {minute}) * {minute}, to_ms)",
+            exp.func("least", ceil("from_ms", _MINUTE_MS), exp.column("to_ms")),
         ),
         (
             "minutes_to_ms",
             minutes_to,
-            f"greatest(intDiv(to_ms, {minute}) * {minute}, minutes_from_ms)",
+            exp.func(
+                "greatest", floor(exp.column("to_ms"), _MINUTE_MS), exp.column("minutes_from_ms")
+            ),
         ),
         (
             "hours_from_ms",
             hours_from,
-            f"least(intDiv(from_ms + {hour - 1}, {hour}) * {hour}, minutes_to_ms)",
+            exp.func("least", ceil("from_ms", _HOUR_MS), exp.column("minutes_to_ms")),
         ),
         (
             "hours_to_ms",
             max(floor_to(until, _HOUR), hours_from),
-            f"greatest(intDiv(to_ms, {hour}) * {hour}, hours_from_ms)",
+            exp.func("greatest", floor(exp.column("to_ms"), _HOUR_MS), exp.column("hours_from_ms")),
         ),
     ]
 
@@ -198,8 +207,6 @@ _DATABASE = "grafana_default_database"
 """Compiled with this database, then unqualified: the datasource's default database
 (``defaultDatabase``) picks it."""
 
-_PLACEHOLDER = re.compile(r"\{(\w+):(\w+)\}")
-_BUCKET = re.compile(r"toDateTime64\(toStartOfInterval\(ts, INTERVAL \d+ SECOND\), 3, 'UTC'\)")
 _FILTER_MARK = "grafana variable "
 
 
@@ -209,18 +216,21 @@ def render(question: PanelQuestion) -> Rendered:
     # needs none of those that meet): tried minute by minute.
     for shift in range(60 if question.window is not None else 1):
         until = _TO + shift * _MINUTE
-        since, since_sql = _FROM, "toUnixTimestamp64Milli($__fromTime_ms)"
+        since = _FROM
+        since_ms: exp.Expr = exp.func("toUnixTimestamp64Milli", exp.var("$__fromTime_ms"))
         if question.window is not None:
             since = until - question.window
-            since_sql = f"to_ms - {int(question.window.total_seconds() * 1000)}"
+            since_ms = exp.column("to_ms") - int(question.window.total_seconds() * 1000)
         try:
-            return _render(question, since, until, since_sql)
+            return _render(question, since, until, since_ms)
         except _Ambiguous:
             continue
     raise QueryError(f"cannot write the cuts of a {question.window} window for Grafana")
 
 
-def _render(question: PanelQuestion, since: datetime, until: datetime, since_sql: str) -> Rendered:
+def _render(
+    question: PanelQuestion, since: datetime, until: datetime, since_ms: exp.Expr
+) -> Rendered:
     by = list(question.by)
     if question.by_variable:
         if by:
@@ -246,108 +256,194 @@ def _render(question: PanelQuestion, since: datetime, until: datetime, since_sql
     compiled = compile_question(asked, SERVER, _DATABASE)
     if question.by_variable and compiled.plan.rollup:
         raise QueryError("a panel grouped by a variable must read raw rows: its plan would vary")
-    sql = compiled.sql.replace(f'"{_DATABASE}".', "")
-    sql = _percentiles_in_sql(compiled, sql)
+    moments = _moments(since, until, since_ms)
+    cuts = _cuts(compiled.parameters, moments)  # before any tree work: it may be ambiguous
+    tree = dialects.parse(compiled.sql).transform(_unqualified)
+    tree = _percentiles_in_sql(compiled, tree)
+    if question.timeseries:
+        tree = _bucketed(tree)
+    if question.by_variable:
+        tree = tree.transform(_grouped_by(f"${{{question.by_variable}}}"))
+    tree, defined = _bind(question, compiled, tree, cuts, moments)
+    query = _query(tree)
     if compiled.sort_after is not None:  # sorted by a percentile: now in the SQL
         order_by, limit = compiled.sort_after
-        direction = "DESC" if order_by.startswith("-") else "ASC"
-        sql = f'SELECT * FROM ({sql}) ORDER BY "{order_by.lstrip("-")}" {direction}'
-        sql += f" LIMIT {int(limit)}" if limit is not None else ""
-    if question.timeseries:
-        sql, found = _BUCKET.subn("$__timeInterval(ts)", sql)
-        _expect(found == 1, "the time bucket")
-    if question.by_variable:
-        variable = f"${{{question.by_variable}}}"
-        sql = sql.replace('model AS "model"', f'{variable} AS "{variable}"')
-        sql = sql.replace('"model"', f'"{variable}"')
-    sql, defined = _bind(question, compiled, sql, _moments(since, until, since_sql))
+        column = exp.column(order_by.lstrip("-"), quoted=True)
+        query = (
+            exp.select("*")
+            .from_(query.subquery())
+            .order_by(exp.Ordered(this=column, desc=order_by.startswith("-")))
+        )
+        query = query.limit(int(limit)) if limit is not None else query
     if question.derived:
-        sql = _with_derived(question, compiled, sql)
-    if defined:
-        sql = "WITH " + ",\n  ".join(f"{value} AS {name}" for name, value in defined) + "\n" + sql
-    return Rendered(sql, compiled.plan)
+        query = _with_derived(question, compiled, query)
+    for name, value in defined:
+        query = query.with_(name, as_=value, scalar=True, copy=False)
+    return Rendered(query.sql(dialect=dialects.WarehouseClickHouse), compiled.plan)
 
 
-def _expect(found: bool, what: str) -> None:
-    if not found:
-        raise QueryError(f"the builder's SQL changed: {what} is not where the Grafana target looks")
+def _query(tree: exp.Expr) -> exp.Query:
+    if not isinstance(tree, exp.Query):
+        raise QueryError(f"the builder's SQL is not a query: {type(tree).__name__}")
+    return tree
 
 
-def _percentiles_in_sql(compiled: Compiled, sql: str) -> str:
+def _unqualified(node: exp.Expr) -> exp.Expr:
+    """Tables of the stand-in database without it: the datasource's default picks one."""
+    if isinstance(node, exp.Table) and node.args.get("db") and node.db == _DATABASE:
+        node.set("db", None)
+    return node
+
+
+def _bucketed(tree: exp.Expr) -> exp.Expr:
+    """The builder's time bucket as ``$__timeInterval(ts)``: Grafana's interval."""
+    found = 0
+
+    def bucket(node: exp.Expr) -> exp.Expr:
+        nonlocal found
+        inner = node.expressions[0] if isinstance(node, exp.Anonymous) else None
+        if (
+            node.name == "toDateTime64"
+            and isinstance(inner, exp.Anonymous)
+            and inner.name == "toStartOfInterval"
+        ):
+            found += 1
+            return exp.Anonymous(this="$__timeInterval", expressions=[inner.expressions[0]])
+        return node
+
+    tree = tree.transform(bucket)
+    if found != 1:
+        raise QueryError(f"a time series panel needs one time bucket, found {found}")
+    return tree
+
+
+def _grouped_by(variable: str) -> Callable[[exp.Expr], exp.Expr]:
+    """The stand-in ``model`` grouped as the dashboard variable naming the dimension: its
+    value the variable, its column (and what refers to it by name) the variable's name."""
+
+    def grouped(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Alias) and node.alias == "model":
+            return exp.alias_(exp.var(variable), variable, quoted=True)
+        if isinstance(node, exp.Column) and node.name == "model" and node.this.quoted:
+            return exp.column(variable, quoted=True)
+        return node
+
+    return grouped
+
+
+def _percentiles_in_sql(compiled: Compiled, tree: exp.Expr) -> exp.Expr:
     """A rollup's percentiles in the SQL: the Python API reads them from the merged
     histograms after the query, a panel cannot."""
-    by_column: dict[str, list[str]] = {}
+    by_alias: dict[str, list[exp.Expr]] = {}
     for name, alias, level in compiled.histograms:
         column = alias.removeprefix("_hist_")
-        by_column.setdefault(column, []).append(
-            f"{histogram_quantile_sql(column, repr(level))} AS {name}"
-        )
-    for column, items in by_column.items():
-        merged = f"sumMap({column}_hist) AS _hist_{column}"
-        _expect(merged in sql, f"the histogram of {column}")
-        sql = sql.replace(merged, ", ".join(items))
-    return sql
+        quantile = _histogram_quantile(column, level)
+        by_alias.setdefault(alias, []).append(exp.alias_(quantile, name))  # copies it
+    if not by_alias:
+        return tree
+    for select in tree.find_all(exp.Select):
+        listed = [item.alias_or_name for item in select.expressions]
+        if set(by_alias) <= set(listed):
+            select.set(
+                "expressions",
+                [
+                    new
+                    for item in select.expressions
+                    for new in by_alias.get(item.alias_or_name, [item])
+                ],
+            )
+            return tree
+    raise QueryError(f"no histograms {', '.join(by_alias)} in the question's SQL")
+
+
+def _cuts(
+    parameters: Mapping[str, Any], moments: list[tuple[str, datetime, exp.Expr]]
+) -> dict[str, str]:
+    """The moment each bound end of the range or of a piece is, by parameter name."""
+    by_value: dict[int, list[str]] = {}
+    for name, value, _ in moments:
+        by_value.setdefault(int(value.timestamp() * 1000), []).append(name)
+    cuts = {}
+    for name, value in parameters.items():
+        if name.endswith(("since_ms", "until_ms")):
+            names = by_value.get(value, [])
+            if len(names) != 1:
+                raise _Ambiguous(name) if names else QueryError(f"no cut for {name}")
+            cuts[name] = names[0]
+    return cuts
+
+
+@functools.lru_cache(maxsize=64)
+def _histogram_quantile(column: str, level: float) -> exp.Expr:
+    return dialects.parse(histogram_quantile_sql(column, repr(level)))
 
 
 def _bind(
     question: PanelQuestion,
     compiled: Compiled,
-    sql: str,
-    moments: list[tuple[str, datetime, str]],
-) -> tuple[str, list[tuple[str, str]]]:
-    """``sql`` with every bound value replaced, and the ``WITH`` names it then needs."""
+    tree: exp.Expr,
+    cuts: Mapping[str, str],
+    moments: list[tuple[str, datetime, exp.Expr]],
+) -> tuple[exp.Expr, list[tuple[str, exp.Expr]]]:
+    """``tree`` with every bound value replaced, and the ``WITH`` names it then needs."""
     parameters = compiled.parameters
-    by_value: dict[int, list[str]] = {}
-    for name, value, _ in moments:
-        by_value.setdefault(int(value.timestamp() * 1000), []).append(name)
     used: set[str] = set()
+    variables = {_FILTER_MARK + name: name for name in question.filters}
 
-    def bound(match: re.Match[str]) -> str:
-        name = match[1]
+    def bound(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.In) and len(node.expressions) == 1:
+            [only] = node.expressions
+            value = parameters.get(only.name) if _is_placeholder(only) else None
+            variable = variables.get(value) if isinstance(value, str) else None
+            if variable is not None:
+                listed = exp.In(this=node.this, expressions=[exp.var(f"${{{variable}}}")])
+                return exp.Anonymous(
+                    this="$__conditionalAll", expressions=[listed, exp.var(f"${variable}")]
+                )
+        if not _is_placeholder(node):
+            return node
+        name = node.name
         value = parameters[name]
-        if name.endswith(("since_ms", "until_ms")):
-            names = by_value.get(value, [])
-            if len(names) != 1:
-                raise _Ambiguous(name) if names else QueryError(f"no cut for {name}")
-            used.add(names[0])
-            return names[0]
+        if name in cuts:
+            used.add(cuts[name])
+            return exp.column(cuts[name])
         if name.startswith("limit_"):
-            return f"${{{question.thresholds[name.removeprefix('limit_')]}}}"
+            return exp.var(f"${{{question.thresholds[name.removeprefix('limit_')]}}}")
         if name == "seconds":
             if question.timeseries:
-                return "$__interval_s"
+                return exp.var("$__interval_s")
             used.update(("from_ms", "to_ms"))
-            return "((to_ms - from_ms) / 1000)"
+            return exp.paren((exp.column("to_ms") - exp.column("from_ms")) / 1000)
         if isinstance(value, str) and not value.startswith(_FILTER_MARK):
-            return quote_string(value)
+            return exp.Literal.string(value)
         raise QueryError(f"cannot write the bound value {name} for Grafana")
 
-    for name in question.filters:
-        placeholder = next(key for key, value in parameters.items() if value == _FILTER_MARK + name)
-        condition = f"{name} IN ({{{placeholder}:String}})"
-        _expect(sql.count(condition) == 1, f"the filter of {name}")
-        sql = sql.replace(condition, f"$__conditionalAll({name} IN (${{{name}}}), ${name})")
-    sql = _PLACEHOLDER.sub(bound, sql)
+    tree = tree.transform(bound)
     # Each moment refers to earlier ones only: define those a used one needs too.
     needed = set(used)
-    for name, _, text in reversed(moments):
+    for name, _, moment in reversed(moments):
         if name in needed:
-            needed.update(re.findall(r"\b\w+_ms\b", text))
-    return sql, [(name, text) for name, _, text in moments if name in needed]
+            needed.update(column.name for column in moment.find_all(exp.Column))
+    return tree, [(name, moment) for name, _, moment in moments if name in needed]
 
 
-def _with_derived(question: PanelQuestion, compiled: Compiled, sql: str) -> str:
+def _is_placeholder(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Placeholder) and node.args.get("kind") is not None
+
+
+def _with_derived(question: PanelQuestion, compiled: Compiled, tree: exp.Query) -> exp.Select:
     """The panel's keys and derived columns over the builder's answer, in its order."""
     keys = [c for c in compiled.columns if c not in question.measures]
     if question.by_variable:
         keys = [f"${{{question.by_variable}}}" if c == "model" else c for c in keys]
     columns = [
-        formula(exp.column, lambda name: exp.var(f"${name}")).sql("clickhouse") + f' AS "{name}"'
+        exp.alias_(formula(exp.column, lambda name: exp.var(f"${name}")), name, quoted=True)
         for name, formula in question.derived.items()
     ]
-    listed = ", ".join([*(f'"{k}"' for k in keys), *columns])
-    order = " ORDER BY time" if question.timeseries else ""
-    return f"SELECT {listed} FROM ({sql}){order}"
+    derived = exp.select(*(exp.column(k, quoted=True) for k in keys), *columns).from_(
+        tree.subquery()
+    )
+    return derived.order_by("time") if question.timeseries else derived
 
 
 def _number(value: Any) -> bool:

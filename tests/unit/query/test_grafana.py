@@ -29,8 +29,8 @@ def test_a_rollup_question_reads_hours_minutes_and_raw_ends_cut_at_the_range_end
     ]
     sql = rendered.sql
     assert sql.startswith(
-        "WITH toUnixTimestamp64Milli($__toTime_ms) AS to_ms,\n"
-        "  toUnixTimestamp64Milli($__fromTime_ms) AS from_ms,"
+        "WITH (toUnixTimestamp64Milli($__toTime_ms)) AS to_ms, "
+        "(toUnixTimestamp64Milli($__fromTime_ms)) AS from_ms, "
     )
     for cut in ("minutes_from_ms", "minutes_to_ms", "hours_from_ms", "hours_to_ms"):
         assert f"AS {cut}" in sql and f"fromUnixTimestamp64Milli({cut}, 'UTC')" in sql
@@ -43,8 +43,8 @@ def test_a_raw_question_defines_only_the_range_ends():
     rendered = render(PanelQuestion(["p95_ttft_ms"], by=("client_app",)))
     assert not rendered.plan.rollup
     assert rendered.sql.startswith(
-        "WITH toUnixTimestamp64Milli($__toTime_ms) AS to_ms,\n"
-        "  toUnixTimestamp64Milli($__fromTime_ms) AS from_ms\nSELECT"
+        "WITH (toUnixTimestamp64Milli($__toTime_ms)) AS to_ms, "
+        "(toUnixTimestamp64Milli($__fromTime_ms)) AS from_ms SELECT "
     )
     assert "quantilesExactInclusive(0.95)(ttft_ms)" in rendered.sql
 
@@ -73,12 +73,12 @@ def test_a_rate_without_buckets_divides_by_the_range_length():
 
 def test_fixed_filter_values_are_quoted_literals():
     sql = render(PanelQuestion(["count"], fixed={"error_class": ["it's"]})).sql
-    assert "error_class IN ('it\\'s')" in sql
+    assert "error_class IN ('it''s')" in sql
 
 
 def test_a_window_ends_at_the_end_of_the_range():
     rendered = render(PanelQuestion(["attainment"], window=timedelta(hours=1)))
-    assert "to_ms - 3600000 AS from_ms" in rendered.sql
+    assert "(to_ms - 3600000) AS from_ms" in rendered.sql
 
 
 def test_derived_columns_are_written_from_the_same_formula():
@@ -108,4 +108,4 @@ def test_a_window_whose_cuts_meet_in_the_template_is_written_from_another():
     where its first whole minute and first whole hour are one moment."""
     rendered = render(PanelQuestion(["count"], window=timedelta(hours=1, minutes=11)))
     assert rendered.plan.rollup
-    assert "to_ms - 4260000 AS from_ms" in rendered.sql
+    assert "(to_ms - 4260000) AS from_ms" in rendered.sql
