@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from warehouse.compare.agreement import EXACT, ROLLUP
 from warehouse.compare.runner import Report
 from warehouse.compare.worker import BACKENDS, DEFAULT, Outcome
 from warehouse.compare.worker import EXACT as EXACT_PATH
-from warehouse.render import format_float
+from warehouse.render import TABLE_WIDTH, format_float, iso_time, wrap_note
 
 __all__ = ["MEMORY_NOTE", "render_json", "render_text", "summary_rows"]
 
@@ -131,7 +132,7 @@ def render_text(report: Report) -> str:
         "figures are its exact times for the same questions",
     ]
     out.append("")
-    out.extend(f"({note})" for note in notes)
+    out.extend(wrap_note(f"({note})") for note in notes)
     return "\n".join(out) + "\n"
 
 
@@ -206,9 +207,9 @@ def render_json(report: Report) -> str:
 def _header(report: Report) -> str:
     d = report.dataset
     incidents = "; ".join(d.describe_incidents()) or "none"
-    return (
-        f"Data set: {d.rows:,} requests (seed {d.seed}) from {d.since:%Y-%m-%d %H:%M} to "
-        f"{d.until:%Y-%m-%d %H:%M} UTC; incident: {incidents}\n"
+    return wrap_note(
+        f"Data set: {d.rows:,} requests (seed {d.seed}) from {iso_time(d.since)} to "
+        f"{iso_time(d.until)}; incident: {incidents}\n"
         f"Parquet (zstd) {report.dataset_bytes / MIB:.1f} MiB = "
         f"{report.dataset_bytes / d.rows:.1f} bytes/request, generated in "
         f"{report.generate_s:.1f} s. Reference answers: {BACKENDS[report.reference]}, exact."
@@ -245,8 +246,13 @@ def _question_table(report: Report) -> tuple[list[str], list[list[str]]]:
 def _agreement_text(report: Report) -> str:
     lines = [
         f"Agreement (every answer against {BACKENDS[report.reference]}'s exact one):",
-        f"  exact answers: {EXACT.text}",
-        f"  default plan read from rollups: {ROLLUP.text}",
+        *(
+            textwrap.fill(text, TABLE_WIDTH, initial_indent="  ", subsequent_indent="    ")
+            for text in (
+                f"exact answers: {EXACT.text}",
+                f"default plan read from rollups: {ROLLUP.text}",
+            )
+        ),
     ]
     headers = ["question", "backend", "path", "rule", "cells", "skipped", "max rel diff", "result"]
     rows = []
