@@ -14,6 +14,7 @@ arguments give the same rows, however they are batched.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -27,16 +28,61 @@ from warehouse.synthetic.incidents import Incident
 __all__ = ["BLOCK_ROWS", "request_batches", "synthetic_requests"]
 
 BLOCK_ROWS = 100_000
-TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell")
-SERVICES = ("chat", "completions", "embeddings-rerank", "summarize", "code")
 MODELS = {
     # name: (TTFT base ms, per 1k prompt tokens ms, TPOT ms, mean output tokens)
-    "llama-3-70b": (85.0, 55.0, 22.0, 220.0),
+    "llama-3-70b": (70.0, 55.0, 22.0, 220.0),
     "llama-3-8b": (35.0, 18.0, 8.0, 180.0),
     "mixtral-8x7b": (60.0, 40.0, 14.0, 240.0),
-    "qwen2-72b": (95.0, 60.0, 24.0, 260.0),
-    "coder-33b": (45.0, 35.0, 12.0, 90.0),
+    "qwen2-72b": (75.0, 60.0, 24.0, 260.0),
+    # A small code model, as editors' inline completion runs: fast first token and decode.
+    "coder-7b": (20.0, 12.0, 6.0, 90.0),
 }
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one service asks of the fleet, as its shipped SLO (if any) expects it."""
+
+    request_type: str
+    """The request type it mostly sends (some requests are tool calls)."""
+    error_rate: float
+    """Share of its requests that fail outside incidents."""
+    cache_hits: float
+    """Share of its requests whose prompt prefix the KV cache holds."""
+    mean_output: float | None = None
+    """Mean output tokens; None: the model's."""
+    shed: float = 1.0
+    """How much of the fleet's load shedding reaches it (a job queue holds work back)."""
+    model: str | None = None
+    """The model that serves it; None: the tenant's own."""
+
+
+WORKLOADS = {
+    # Chat carries long shared prefixes (system prompt, history): the cache hits there.
+    "chat": Workload("chat", 0.0007, 0.9),
+    "completions": Workload("completion", 0.002, 0.35),
+    "embeddings-rerank": Workload("rerank", 0.001, 0.35),
+    # Summaries of one corpus share an instruction prefix; a job runner retries
+    # transient failures before they count, so few documents fail for good.
+    "summarize": Workload("batch", 0.0002, 0.5, shed=0.2),
+    # Inline completion: a line or a few from the code model, on the file's cached prefix.
+    "code": Workload("completion", 0.002, 0.8, mean_output=16.0, model="coder-7b"),
+}
+SERVICES = tuple(WORKLOADS)
+FLEET = {
+    # Who calls what, the same whatever the seed (a platform keeps its tenants): each
+    # tenant mostly its first service and model, from the busiest tenant to the quietest.
+    # Chat is the largest workload, and every service with a shipped SLO has tenants.
+    "acme": (("chat", "completions"), ("llama-3-70b", "llama-3-8b")),
+    "globex": (("code", "chat"), ("mixtral-8x7b", "qwen2-72b")),
+    "initech": (("summarize", "chat"), ("mixtral-8x7b", "llama-3-70b")),
+    "umbrella": (("chat", "embeddings-rerank"), ("qwen2-72b", "llama-3-8b")),
+    "hooli": (("completions", "code"), ("llama-3-8b", "mixtral-8x7b")),
+    "stark": (("embeddings-rerank", "summarize"), ("llama-3-8b", "qwen2-72b")),
+    "wayne": (("chat", "summarize"), ("mixtral-8x7b", "llama-3-70b")),
+    "tyrell": (("summarize", "completions"), ("qwen2-72b", "llama-3-70b")),
+}
+TENANTS = tuple(FLEET)
 ERRORS = {
     # class of the taxonomy: (share of errors, HTTP statuses it comes with)
     "client_error": (0.25, (400, 422)),
@@ -49,15 +95,16 @@ ERRORS = {
     "logit_anomaly": (0.04, (200,)),
     "hallucination_flag": (0.03, (200,)),
 }
-ERROR_RATE = 0.003
-REJECTION_RATE = 0.001
-"""Baseline shares of failed and rejected requests; rejections also grow with load."""
+REJECTION_RATE = 0.0002
+SHED_ABOVE = 0.5
+"""Baseline share of rejected requests, and the utilisation beyond which load shedding
+adds more (a fleet sized for its daily peak sheds little even then)."""
+STALL_RATE = 0.0005
+"""Share of requests stuck behind a stall (a preemption, a long prefill ahead of them)."""
 REGIONS = {"hz": ("hz-a", "hz-b"), "sh": ("sh-a", "sh-b", "sh-c"), "us-east": ("use-1a", "use-1b")}
 CLIENT_APPS = ("web", "ios", "android", "api-sdk", "ide-plugin")
 CLIENT_OS = ("linux", "macos", "windows", "ios", "android")
 NETWORKS = ("wifi", "4g", "5g", "ethernet")
-SERVICE_REQUEST_TYPES = ("chat", "completion", "rerank", "batch", "completion")
-"""The request type each of SERVICES mostly sees (some requests are tool calls)."""
 AB_GROUPS = ("control", "treatment")
 """Experiment arms: 70% of traffic stays on control."""
 GPUS = ("a100", "h100", "l40s")
@@ -103,39 +150,40 @@ def request_batches(
     start_ms = int(start.timestamp() * 1000)
     span_ms = max(1, int(span.total_seconds() * 1000))
     when = arrivals(np.random.default_rng([seed, 1]), n, start_ms, span_ms, diurnal)
-    fleet = _Fleet(np.random.default_rng([seed, 2]))
     for block, first in enumerate(range(0, n, BLOCK_ROWS)):
         rows = slice(first, min(first + BLOCK_ROWS, n))
         rng = np.random.default_rng([seed, 3, block])
-        draft = _draft(rng, fleet, when.ts[rows], when.is_probe[rows], when.load[rows])
+        draft = _draft(rng, when.ts[rows], when.is_probe[rows], when.load[rows])
         for i, incident in enumerate(incidents):
             # Its own stream, so that rows it does not hit stay as they would be without it.
             incident.inject(draft, np.random.default_rng([seed, 4, block, i]), start_ms, span_ms)
         yield _table(rng, seed, draft)
 
 
-class _Fleet:
-    """Who calls what: each tenant calls two services and two models of its own."""
-
-    def __init__(self, rng: np.random.Generator):
-        popular = np.array([0.4, 0.2, 0.1, 0.15, 0.15])  # chat first, as on most platforms
-        self.services = np.array(
-            [rng.choice(len(SERVICES), 2, replace=False, p=popular) for _ in TENANTS]
-        )
-        self.models = np.array([rng.permutation(len(MODELS))[:2] for _ in TENANTS])
+_TENANT_SERVICES = np.array([[SERVICES.index(s) for s in ss] for ss, _ in FLEET.values()])
+_TENANT_MODELS = np.array([[list(MODELS).index(m) for m in ms] for _, ms in FLEET.values()])
+_SERVICE_MODEL = np.array(
+    [list(MODELS).index(w.model) if w.model else -1 for w in WORKLOADS.values()]
+)
+_MEAN_OUTPUT = np.array([w.mean_output or np.nan for w in WORKLOADS.values()])
+_CACHE_HITS = np.array([w.cache_hits for w in WORKLOADS.values()])
+_ERROR_RATE = np.array([w.error_rate for w in WORKLOADS.values()])
+_SHED = np.array([w.shed for w in WORKLOADS.values()])
 
 
 def _draft(
-    rng: np.random.Generator, fleet: _Fleet, ts: np.ndarray, is_probe: np.ndarray, load: np.ndarray
+    rng: np.random.Generator, ts: np.ndarray, is_probe: np.ndarray, load: np.ndarray
 ) -> dict[str, np.ndarray]:
     """One block of requests as numpy columns that incidents may still change."""
     n = ts.size
-    # Mostly a tenant's first service and model; the service sets the request type;
-    # most traffic runs on a model's current version.
+    # Mostly a tenant's first service and model (unless the service has a model of its
+    # own); the service sets the request type; most traffic runs on a model's current
+    # version.
     tenant_idx = _skewed_index(rng, len(TENANTS), n, 1.1)
-    service_idx = fleet.services[tenant_idx, (rng.random(n) < 0.2).astype(int)]
-    model_idx = fleet.models[tenant_idx, (rng.random(n) < 0.25).astype(int)]
-    request_type = np.array(SERVICE_REQUEST_TYPES, dtype=object)[service_idx]
+    service_idx = _TENANT_SERVICES[tenant_idx, (rng.random(n) < 0.2).astype(int)]
+    model_idx = _TENANT_MODELS[tenant_idx, (rng.random(n) < 0.25).astype(int)]
+    model_idx = np.where(_SERVICE_MODEL[service_idx] >= 0, _SERVICE_MODEL[service_idx], model_idx)
+    request_type = np.array([w.request_type for w in WORKLOADS.values()], dtype=object)[service_idx]
     request_type[rng.random(n) < 0.1] = "tool_call"
     region_names = list(REGIONS)
     region_idx = _skewed_index(rng, len(region_names), n, 0.5)
@@ -145,29 +193,34 @@ def _draft(
         zone[mask] = rng.choice(REGIONS[name], mask.sum())
     node = np.char.add("gpu-node-", rng.integers(0, 40, n).astype(str)).astype(object)
 
-    # Chat and code carry long shared prefixes (system prompts, history): the KV cache
-    # hits there far more than on one-off summaries.
+    # The KV cache hits on shared prefixes (system prompts, history, the file being
+    # edited) far more than on one-off prompts.
     prompt = np.clip(rng.lognormal(6.3, 0.9, n), 1, 120_000).astype(np.uint32)
     params = np.array(list(MODELS.values()))[model_idx]
-    output = np.clip(rng.gamma(2.0, params[:, 3] / 2.0), 1, 8192).astype(np.uint32)
-    cache_prone = np.isin(service_idx, [SERVICES.index("chat"), SERVICES.index("code")])
-    hits = rng.random(n) < np.where(cache_prone, 0.8, 0.35)
+    mean_output = np.where(
+        np.isnan(_MEAN_OUTPUT[service_idx]), params[:, 3], _MEAN_OUTPUT[service_idx]
+    )
+    output = np.clip(rng.gamma(2.0, mean_output / 2.0), 1, 8192).astype(np.uint32)
+    hits = rng.random(n) < _CACHE_HITS[service_idx]
     cached = (prompt * rng.beta(4, 2, n) * hits).astype(np.uint32)
 
     # Queueing grows steeply with load (M/M/1-like); TTFT is queue + prefill of the
     # uncached prompt; TPOT degrades a little as batches fill.
     utilisation = np.clip(0.45 * load, 0.05, 0.9)
     queue = rng.exponential(6.0 * utilisation / (1 - utilisation), n)
-    queue *= 1 + (rng.random(n) < 0.008) * rng.exponential(40.0, n)
+    queue *= 1 + (rng.random(n) < STALL_RATE) * rng.exponential(40.0, n)
     uncached = (prompt - cached) / 1000.0
-    ttft = queue + params[:, 0] * rng.lognormal(0, 0.25, n) + params[:, 1] * uncached
-    tpot = params[:, 2] * rng.lognormal(0, 0.25, n) * (0.85 + 0.3 * utilisation)
+    ttft = queue + params[:, 0] * rng.lognormal(0, 0.2, n) + params[:, 1] * uncached
+    tpot = params[:, 2] * rng.lognormal(0, 0.2, n) * (0.85 + 0.3 * utilisation)
 
     status = np.full(n, "ok", dtype=object)
     roll = rng.random(n)
-    status[roll < ERROR_RATE] = "error"
-    shed = REJECTION_RATE + 0.03 * np.clip(utilisation - 0.55, 0, None)
-    status[(roll >= ERROR_RATE) & (roll < ERROR_RATE + shed)] = "rejected"
+    error_rate = _ERROR_RATE[service_idx]
+    status[roll < error_rate] = "error"
+    shed = _SHED[service_idx] * (
+        REJECTION_RATE + 0.003 * np.clip(utilisation - SHED_ABOVE, 0, None)
+    )
+    status[(roll >= error_rate) & (roll < error_rate + shed)] = "rejected"
     error_class = np.full(n, "", dtype=object)
     is_error = status == "error"
     classes = list(ERRORS)
