@@ -101,7 +101,9 @@ def test_a_sparkline_is_a_small_labelled_svg():
         (0.9996, "attainment", "99.96 %"),  # never 100.0 % while below it
         (1.0, "attainment", "100.0 %"),
         (-0.871, "budget_remaining", "-87.1 %"),
-        (0.001, "error_rate", "0.1 %"),
+        (0.001, "error_rate", "0.10 %"),
+        (0.0004, "error_rate", "0.04 %"),  # not 0.0 % against a 0.5 % objective
+        (0.0, "error_rate", "0.0 %"),
         (412.3, "p95_ttft_ms", "412 ms"),
         (41.23, "p95_ttft_ms", "41.2 ms"),
         (60_000, "p95_e2e_ms", "60.0 s"),

@@ -89,6 +89,8 @@ def render(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # No icon to fetch: a browser asks for /favicon.ico otherwise, a 404 in its console.
+        '<link rel="icon" href="data:,">'
         f"{refresh}<title>{_e(title)} {_e(span)}</title><style>{_STYLE}</style></head>"
         f"<body>{''.join(body)}</body></html>\n"
     )

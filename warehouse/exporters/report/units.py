@@ -55,11 +55,13 @@ def number(value: float | None, unit: str) -> str:
 
 
 def pct(value: float | None) -> str:
-    """A share as a percentage with one decimal (``99.2 %``), two where one would round
-    a share below 100 % up to it (``99.96 %``, never ``100.0 %``)."""
+    """A share as a percentage with one decimal (``99.2 %``); two below 1 % (an error
+    rate of ``0.04 %`` is not ``0.0 %``) and where one would round a share below 100 %
+    up to it (``99.96 %``, never ``100.0 %``)."""
     if value is None or math.isnan(value):
         return DASH
-    digits = 2 if abs(value) < 1 and round(abs(value) * 100, 1) >= 100 else 1
+    size = abs(value)
+    digits = 2 if 0 < size < 0.01 or (size < 1 and round(size * 100, 1) >= 100) else 1
     return f"{value * 100:.{digits}f} %"
 
 
