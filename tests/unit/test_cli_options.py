@@ -1,8 +1,9 @@
 """The one parser of the CLI's repeated KEY=VALUE options, and the options built on it."""
 
+import polars as pl
 import pytest
 
-from warehouse.cli.options import filters, key_values, nonempty, thresholds
+from warehouse.cli.options import columns, filters, key_values, nonempty, thresholds
 from warehouse.errors import ConfigError
 
 
@@ -30,3 +31,25 @@ def test_where_and_threshold():
         filters(["tenant"])
     with pytest.raises(ConfigError, match="expected LATENCY=MILLISECONDS"):
         thresholds(["ttft_ms=abc"])
+
+
+def test_columns_a_table_shows_its_defaults_machines_every_column_and_asked_ones_in_order():
+    frame = pl.DataFrame(
+        {n: [1] for n in ("zone", "count", "score", "burn_rate_5m", "burn_rate_1h")}
+    )
+    default = columns(None, False, ["zone", "count", "burn_rate_*"])
+    assert default.pick(frame, "table") == ["zone", "count", "burn_rate_5m", "burn_rate_1h"]
+    assert default.pick(frame, "json") == frame.columns
+    assert columns(None, True, ["zone"]).pick(frame, "table") == frame.columns
+    asked = columns(["score,zone", "count"], True, ["zone"])
+    assert asked.pick(frame, "table") == asked.pick(frame, "csv") == ["score", "zone", "count"]
+    with pytest.raises(
+        ConfigError, match="unknown column 'p' in --columns; this answer has zone, "
+    ):
+        columns(["p"], False, None).pick(frame, "table")
+
+
+def test_columns_with_no_default_fit_from_the_left():
+    frame = pl.DataFrame({f"column_{k}": ["x" * 20] for k in range(9)})
+    assert columns(None, False, None).pick(frame, "table") == frame.columns[:4]
+    assert columns(None, False, []).pick(frame, "table") == frame.columns
