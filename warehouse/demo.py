@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pyarrow as pa
 
 from warehouse.auth import credentials
 from warehouse.config import Config
@@ -64,18 +65,15 @@ class DemoTraffic:
         try:
             self._wait_ready()
             began = datetime.now(UTC).replace(microsecond=0)
-            incident = Incident(
-                self.incident, at=began - self.incident_ago, length=timedelta(days=3650)
-            )
+            incident = self.incident_from(began)
             what = INCIDENT_KINDS[self.incident].summary
             self.say(
                 f"demo: incident {self.incident}: {what} for {incident.dimension}="
                 f"{incident.target} from {began - self.incident_ago:%H:%M} UTC on"
             )
             sender = Sender(self.url, via="events", headers=self.headers)
-            # Seeds from the start time: a restarted demo never repeats a request id.
-            self._base_seed = self.seed * 1_000_003 + int(began.timestamp())
-            self._backfill(sender, incident, began)
+            self._base_seed = self.seed_from(began)
+            self._backfill(sender, began)
             self._live(sender, incident, began)
         except Exception as exc:  # the demo must never take the receiver down with it
             if not self._stop.is_set():
@@ -96,7 +94,28 @@ class DemoTraffic:
                 connection.close()
             time.sleep(0.2)
 
-    def _backfill(self, sender: Sender, incident: Incident, began: datetime) -> None:
+    def incident_from(self, began: datetime) -> Incident:
+        """The incident of a demo started at ``began``: from ``incident_ago`` before, on."""
+        return Incident(self.incident, at=began - self.incident_ago, length=timedelta(days=3650))
+
+    def seed_from(self, began: datetime) -> int:
+        """The seed of a demo started at ``began``: a restarted demo never repeats a
+        request id."""
+        return self.seed * 1_000_003 + int(began.timestamp())
+
+    def backfill(
+        self, began: datetime, since: datetime | None = None
+    ) -> tuple[int, Iterator[pa.Table]]:
+        """What a demo started at ``began`` backfills from ``since`` (default: ``history``
+        before): how many requests, and the requests, a block at a time."""
+        since = began - self.history if since is None else since
+        span = began - since
+        n = self.requests_in(since, span)
+        return n, request_batches(
+            n, self.seed_from(began), since, span, [self.incident_from(began)]
+        )
+
+    def _backfill(self, sender: Sender, began: datetime) -> None:
         since = began - self.history
         newest = self.store.query_arrow("SELECT max(ts) AS newest FROM requests").column(0)[0]
         newest = newest.as_py() if newest.is_valid else None
@@ -105,9 +124,9 @@ class DemoTraffic:
         span = began - since
         if span.total_seconds() < 1:
             return
-        n = self._requests_in(since, span)
+        n, batches = self.backfill(began, since)
         self.say(f"demo: backfilling {n:,} requests from {since:%H:%M} to {began:%H:%M} UTC")
-        sender.send(request_batches(n, self._base_seed, since, span, [incident]))
+        sender.send(batches)
         self.say(f"demo: backfilled; now sending about {self.rate:g} requests/s live")
 
     def _live(self, sender: Sender, incident: Incident, began: datetime) -> None:
@@ -118,12 +137,12 @@ class DemoTraffic:
             wait = (due - datetime.now(UTC)).total_seconds()
             if self._stop.wait(max(wait, 0)):
                 return
-            n = self._requests_in(start, step)
+            n = self.requests_in(start, step)
             seed = self._base_seed + 7_919 * k  # a stream of its own per slice
             sender.send(request_batches(n, seed, start, step, [incident]))
             start = due
 
-    def _requests_in(self, start: datetime, span: timedelta) -> int:
+    def requests_in(self, start: datetime, span: timedelta) -> int:
         """The expected requests of ``[start, start + span)`` at the daily cycle's rate."""
         first = start.timestamp() * 1000
         points = np.linspace(first, first + span.total_seconds() * 1000, 64)
