@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint bench clean system-deps
+.PHONY: run test test-fast lint bench clean system-deps overview-png
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/insert_requests.py
+
+# The README's picture of the overview page, taken of `llmwh serve --demo` in headless
+# Chromium (about a minute: the demo backfills its hours first).
+overview-png: $(STAMP) system-deps
+	$(BIN)/python benchmarks/overview_png.py --out docs/overview.png
 
 # Real remote-write senders and readers for the integration tests: Debian's prometheus
 # and victoria-metrics (vmagent); and Debian's chromium, headless, which opens the SLA

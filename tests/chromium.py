@@ -39,7 +39,10 @@ MEASURE = """(() => {
     sparklines: [...document.querySelectorAll('td.spark svg')].map(box),
     rows: [...document.querySelectorAll('table.slos tr td:first-child a')].map(text),
     alerts: [...document.querySelectorAll('table.slos .alert')].map(text),
-    missed: [...document.querySelectorAll('table.slos td.what')].map(text),
+    missed: [...document.querySelectorAll('table.slos td.what')].map(
+      (e) => text(e.querySelector('b'))),
+    someMissed: [...document.querySelectorAll('table.slos td.what')].map(
+      (e) => text(e.querySelector('.some'))),
     firstHref: first ? first.getAttribute('href') : null,
     headlines: [...document.querySelectorAll('.headline')].map(text),
     verdicts: [...document.querySelectorAll('.headline b')].map(text),

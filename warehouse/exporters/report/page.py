@@ -145,9 +145,13 @@ def _summary_row(report: SloFigures, link: Link) -> str:
         long, short = report.rates.get(alert.long), report.rates.get(alert.short)
         text = f"{units.burn(long)} / {units.burn(short)}"
         cells.append(_toned(text, False if alert.fires(report.rates) else None))
-    missed = [_named(report, m) for m in report.misses if m.over_range]
-    shown = ", ".join(_e(what) for what in missed) if missed else "<span class='muted'>none</span>"
-    cells.append(f"<td class='what'>{shown}</td>")
+    over = [_e(_named(report, m)) for m in report.misses if m.over_range]
+    some = [_e(_named(report, m)) for m in report.misses if not m.over_range]
+    shown = f"<b class='missed'>{', '.join(over)}</b>" if over else ""
+    if some:
+        every = _duration(report.interval)
+        shown += f" <span class='some muted'>in some {every} intervals: {', '.join(some)}</span>"
+    cells.append(f"<td class='what'>{shown.strip() or '<span class=muted>none</span>'}</td>")
     spark = (
         charts.sparkline(
             report.over_time["attainment"].to_list(),
