@@ -2,8 +2,8 @@
 
 acme and bravo share one database on the embedded server (whose tables carry the row
 policies), their requests and series merged into the same parts. acme then asks through
-each surface (the Python API, named queries, the CLI, `/report`, `/`, remote read and
-the SLA exporter) with every trick in the book: naming bravo in filters, parameters and
+each surface (the Python API, named queries, the CLI, `/report`, `/`, `/slo/<name>`, remote
+read and the SLA exporter) with every trick in the book: naming bravo in filters, parameters and
 matchers, dimensions that shadow the tenant column, grouping by what would expose bravo's
 values. Each answer, or each error, must hold nothing of bravo's: not its name, its
 model, its request ids, its attributes or its series' labels.
@@ -167,6 +167,7 @@ PAGES = {
     "report by model": "/report?slo=chat-assistant&since=3h&by=model",
     "report by a shadowing attribute": "/report?slo=chat-assistant&since=3h&by=attrs['tenant']",
     "overview": "/",
+    "an SLO's page": "/slo/chat-assistant",
 }
 READS = {
     "every series": [("__name__", 0, "up")],
