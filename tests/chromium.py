@@ -25,8 +25,9 @@ __all__ = ["Chromium", "Looked"]
 
 MEASURE = """(() => {
   const root = document.documentElement;
-  const ink = 'path[style*="stroke: #1f4e79"], path[style*="fill: #c0392b"], '
-    + 'path[style*="fill: #2e7d32"]';
+  // The data's ink: a line, or a group's dot (red below the target, green above).
+  const ink = 'path[style*="stroke: #1f4e79"], use[style*="fill: #c0392b"], '
+    + 'use[style*="fill: #2e7d32"]';
   const box = (e) => { const r = e.getBoundingClientRect();
     return {width: r.width, height: r.height, label: e.getAttribute('aria-label') || '',
             inked: e.querySelector(ink) !== null}; };

@@ -19,7 +19,7 @@ import itertools
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,7 @@ import matplotlib.dates as mdates
 import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import Formatter, FuncFormatter, PercentFormatter
 
 from warehouse.exporters.report import units
 
@@ -136,17 +137,21 @@ def line_figure(
 
 
 def bars(labels: Sequence[str], values: Sequence[float], *, title: str, limit: float | None) -> str:
-    """Horizontal bars of shares, worst first, red where below ``limit``, on a
-    :func:`share_axis`; an SVG element."""
+    """Shares by group, worst first, as dots on a :func:`share_axis` (red below
+    ``limit``, green above): dots, not bars, because the axis does not start at 0 and a
+    bar's length would read as the share. An SVG element."""
     figure = Figure(figsize=(WIDTH, 0.3 * len(labels) + 0.9), layout="constrained")
     axes = _axes(figure, title)
     colors = [BAD if limit is not None and v < limit else GOOD for v in values]
     positions = list(range(len(labels)))[::-1]
-    axes.barh(positions, list(values), color=colors)
+    low, high = share_axis(values, limit)
+    axes.hlines(positions, low, list(values), color=GRID, linewidth=1)
+    axes.scatter(list(values), positions, c=colors, s=36, zorder=3)
     axes.set_yticks(positions, [_short(label) for label in labels], parse_math=False)
     if limit is not None:
         axes.axvline(limit, color=BAD, linestyle="--", linewidth=1)
-    axes.set_xlim(*share_axis(values, limit))
+    axes.set_xlim(low, high)
+    axes.set_ylim(-0.6, len(labels) - 0.4)
     axes.xaxis.set_major_formatter(_ticks("%"))
     return _svg(figure, title)
 
@@ -170,16 +175,11 @@ _OFFSETS = ["", "%Y", "%Y-%m", "%Y-%m-%d UTC", "%Y-%m-%d UTC", "%Y-%m-%d %H:%M U
 """The date written under the time axis: it names the time zone."""
 
 
-def _ticks(unit: str) -> Callable[[float, float], str]:
+def _ticks(unit: str) -> Formatter:
     """A tick's text in the page's number format (:mod:`.units`)."""
-    if unit == "%":
-        return lambda v, _: f"{v * 100:.{_decimals(v)}f} %"
-    return lambda v, _: units.number(v, unit)
-
-
-def _decimals(value: float) -> int:
-    """Whole percentages on an axis unless a tick sits between two."""
-    return 0 if abs(value * 100 - round(value * 100)) < 1e-6 else 1
+    if unit == "%":  # as many decimals as the axis's span needs, the same on every tick
+        return PercentFormatter(xmax=1.0, symbol=" %")
+    return FuncFormatter(lambda v, _: units.number(v, unit))
 
 
 def _legend(axes: Axes) -> None:
