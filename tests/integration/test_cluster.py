@@ -423,3 +423,34 @@ def test_remote_read_answers_on_a_cluster_as_on_a_single_node(both):
     held = [open_store(url).query_arrow("SELECT count() AS n FROM samples")["n"][0].as_py()
             for url in shards]  # fmt: skip
     assert len(held) == 2 and all(n > 0 for n in held)
+
+
+def test_series_samples_answers_on_a_cluster_as_on_a_single_node(both):
+    """The view joins each shard's samples to its series (both sharded by series id),
+    and a Distributed table over the shards' views asks them all: each sample once."""
+    request = V1.WriteRequest()
+    t0 = int((datetime.now(UTC) - timedelta(hours=1)).timestamp()) * 1000
+    for k in range(60):
+        series = request.timeseries.add()
+        series.labels.add(name="__name__", value="vllm:gpu_cache_usage_perc")
+        series.labels.add(name="pod", value=f"pod-{k}")
+        for i in range(20):
+            series.samples.add(timestamp=t0 + i * 15_000, value=float(k * 100 + i))
+    decoded = decode_v1(request.SerializeToString())
+    for wh in both:
+        for _ in range(2):  # the series rows twice, as a refresh writes them again
+            wh.store.insert_arrow("series", decoded.series)
+        wh.store.insert_arrow("samples", decoded.samples)
+    question = (
+        "SELECT labels['pod'] AS pod, count() AS n, sum(value) AS total FROM {db}.series_samples "
+        "WHERE metric_name = 'vllm:gpu_cache_usage_perc' GROUP BY pod"
+    )
+    on_cluster, single = (
+        pl.from_arrow(wh.store.query_arrow(question.format(db=wh.store.database))) for wh in both
+    )
+    assert_same(on_cluster, single, ["pod"])
+    assert on_cluster.height == 60 and on_cluster["n"].to_list() == [20] * 60
+    shards = both[0].store.query_arrow(
+        f"SELECT count(DISTINCT _shard_num) AS n FROM {both[0].store.database}.series_samples"
+    )
+    assert shards["n"][0].as_py() == 2

@@ -57,6 +57,8 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
             local[m.group(1)] = statement
         elif m := re.search(r"CREATE TABLE IF NOT EXISTS llmwh\.(\w+) ON CLUSTER c2", statement):
             distributed[m.group(1)] = statement
+    # A view's Distributed table is over views on the shards (test below), not tables.
+    distributed.pop("series_samples")
     # Every table the migrations create (0008's staging table too, which 0010 drops, and
     # the copy of request_parts while 0011 and 0013 rebuild it, and what sealing remembers), less
     # the bookkeeping one the migrator owns.
@@ -102,6 +104,24 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
         "Distributed(c2, llmwh, requests_local, cityHash64(request_id))" in distributed["requests"]
     )
     assert "Distributed(c2, llmwh, samples_local, cityHash64(id))" in distributed["samples"]
+
+
+def test_a_view_over_tables_of_one_sharding_key_joins_on_each_shard(rendered, parser):
+    # series_samples joins samples to series, both sharded by cityHash64(id): each
+    # shard's view joins its own local tables, and a Distributed table asks every shard.
+    (view,) = [parser(s) for s in rendered if "VIEW IF NOT EXISTS llmwh.series_samples_local" in s]
+    assert view.startswith("CREATE VIEW IF NOT EXISTS llmwh.series_samples_local ON CLUSTER c2")
+    assert "SQL SECURITY INVOKER" in view
+    assert "FROM llmwh.samples_local AS sa" in view and "FROM llmwh.series_local" in view
+    assert "llmwh.samples " not in view and "llmwh.series\n" not in view
+    (distributed,) = [
+        parser(s) for s in rendered if "TABLE IF NOT EXISTS llmwh.series_samples " in s
+    ]
+    assert distributed == (
+        "CREATE TABLE IF NOT EXISTS llmwh.series_samples ON CLUSTER c2 AS "
+        "llmwh.series_samples_local\nENGINE = Distributed(c2, llmwh, series_samples_local, "
+        "cityHash64(id))"
+    )
 
 
 def test_materialized_views_read_and_write_local_tables(rendered, parser):

@@ -18,6 +18,10 @@ A Null table (an insert target whose views do the work) becomes a Null ``t_local
 on every node behind the same Distributed ``t``: an insert reaches the shard that
 owns each row, and that shard's views fill its local tables.
 
+A view (not materialized) with a ``-- sharding_key:`` line reads tables sharded by
+that key, so that what it joins is on one shard: it becomes ``db.v_local`` over the
+local tables, on every node, and a Distributed ``db.v`` over those views.
+
 Dropping a sharded table drops its Distributed and its local table on every node.
 Materialized views read and write the local tables, so each shard rolls up its own
 rows and the Distributed rollup tables merge the states across shards at query time.
@@ -40,6 +44,7 @@ _CREATE_TABLE = re.compile(rf"^(CREATE TABLE IF NOT EXISTS) {_DB}\.(\w+)(.*)$", 
 _CREATE_VIEW = re.compile(
     rf"^(CREATE MATERIALIZED VIEW IF NOT EXISTS) {_DB}\.(\w+)(.*)$", re.I | re.S
 )
+_CREATE_PLAIN_VIEW = re.compile(rf"^(CREATE VIEW IF NOT EXISTS) {_DB}\.(\w+)(.*)$", re.I | re.S)
 _SYSTEM_VIEW = re.compile(rf"^SYSTEM (STOP|START) VIEW {_DB}\.\w+\s*$", re.I)
 _INSERT_SELECT = re.compile(rf"^INSERT INTO {_DB}\.\w+\s*(\(.*\))?\s*SELECT\b", re.I | re.S)
 _ALTER_TABLE = re.compile(rf"^(ALTER TABLE) {_DB}\.(\w+)(.*)$", re.I | re.S)
@@ -119,6 +124,16 @@ def _render(
     if match := _CREATE_VIEW.match(body):
         verb, db, view, rest = match.groups()
         return [f"{verb} {db}.{view}{on}{_localize(rest, database, sharded)}"]
+    if (match := _CREATE_PLAIN_VIEW.match(body)) and (key := _SHARDING_KEY.search(statement)):
+        # A view over tables sharded by the same key: each shard's view reads its own
+        # local tables (what it joins is on one shard), a Distributed table over them.
+        verb, db, view, rest = match.groups()
+        local = f"{view}{LOCAL_SUFFIX}"
+        return [
+            f"{verb} {db}.{local}{on}{_localize(rest, database, sharded)}",
+            f"CREATE TABLE IF NOT EXISTS {db}.{view}{on} AS {db}.{local} "
+            f"ENGINE = Distributed({cluster}, {db}, {local}, {key.group(1)})",
+        ]
     if (match := _ALTER_TABLE.match(body)) and match.group(3) in sharded:
         verb, db, table, rest = match.groups()
         statements = [f"{verb} {db}.{table}{LOCAL_SUFFIX}{on}{rest}"]
