@@ -151,14 +151,18 @@ def _with_times(
     return pa.table(columns, names=answer.column_names)
 
 
-TENANT_TABLES = tuple(tenancy.TENANT_TABLES)
-"""The only tables a tenant-scoped query may read, each under a row policy."""
+TENANT_TABLES = (*tenancy.TENANT_TABLES, *tenancy.TENANT_VIEWS)
+"""The only tables a tenant-scoped query may read, each under a row policy, and the views
+over them (which ClickHouse reads as the tenant, under the same policies)."""
+_TENANT_COLUMN = frozenset((*tenancy.TENANT_COLUMN_TABLES, *tenancy.TENANT_VIEWS))
+"""The tables and views with a ``tenant`` column, each rewritten into its rows of one
+tenant."""
 _TENANT_PARAMETER = "llmwh_tenant"
 
 
 def scope_to_tenant(tree: exp.Expr, database: str) -> exp.Expr:
-    """The second wall behind the row policies: ``tree`` held to the tenant tables, each
-    table with a ``tenant`` column replaced by its rows of one tenant.
+    """The second wall behind the row policies: ``tree`` held to the tenant tables and
+    views, each with a ``tenant`` column replaced by its rows of one tenant.
 
     ``requests`` becomes ``(SELECT * FROM requests WHERE tenant = {llmwh_tenant:String})``
     under the same alias, wherever it appears (joins, subqueries, CTEs). Any other
@@ -215,7 +219,7 @@ def scope_to_tenant(tree: exp.Expr, database: str) -> exp.Expr:
             )
         if table.args.get("sample") is not None:
             raise QueryError("SAMPLE is refused when reading as a tenant")
-        if name not in tenancy.TENANT_COLUMN_TABLES:
+        if name not in _TENANT_COLUMN:
             continue  # the series tables: their row policy alone holds them
         final = table.parent if isinstance(table.parent, exp.Final) else None
         source = f"{db}.{name}" if db else name

@@ -35,6 +35,7 @@ __all__ = [
     "TENANT_COLUMN_TABLES",
     "TENANT_HEADER",
     "TENANT_TABLES",
+    "TENANT_VIEWS",
     "RollupTables",
     "readable_rollups",
     "reader_for",
@@ -75,6 +76,11 @@ TENANT_TABLES: dict[str, str] = {
 """Every table a tenant may read, with the row filter (ClickHouse SQL, ``{db}`` for the
 database) that holds it to the tenant the query names. A query naming the empty tenant
 sees nothing: :func:`row_filters` adds that condition."""
+TENANT_VIEWS = ("series_samples",)
+"""The views a tenant may read. Each reads tables of :data:`TENANT_TABLES` only and is
+``SQL SECURITY INVOKER``, so ClickHouse reads those tables as the tenant, under their
+row policies (a ``DEFINER`` view would read them as its definer, every tenant's rows);
+a view carries no policy of its own. Each has a ``tenant`` column."""
 
 
 class RollupTables(NamedTuple):
@@ -123,13 +129,14 @@ def users_config_xml(databases: Mapping[str, RollupTables]) -> str:
 
     ``default`` keeps every right (the warehouse's own connection; loopback only), and
     :data:`READER` may read the tenant tables of each database of ``databases`` and the
-    SLO rollups named with it, each under its row filter.
+    SLO rollups named with it, each under its row filter, and the :data:`TENANT_VIEWS`
+    over them.
     """
     filtered = {db: row_filters(db, rollups) for db, rollups in databases.items()}
     grants = "".join(
         f"<query>{escape(f'GRANT SELECT ON {_quoted(db)}.{_quoted(table)}')}</query>"
         for db, filters in filtered.items()
-        for table in filters
+        for table in (*filters, *TENANT_VIEWS)
     ) + "".join(
         f"<query>{escape(f'GRANT SHOW TABLES ON {_quoted(db)}.{_quoted(view)}')}</query>"
         for db, rollups in databases.items()
