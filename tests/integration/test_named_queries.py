@@ -23,10 +23,12 @@ from typer.testing import CliRunner
 from warehouse.api import Warehouse
 from warehouse.cli import app
 from warehouse.errors import QueryError
+from warehouse.ingest.remote_write import DecodedWrite, decode_v1
 from warehouse.query.named import bind, for_grafana, named_queries, read_query
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
+from warehouse.wire.prometheus import V1
 
 START = at(8)
 SPAN = timedelta(hours=3)
@@ -62,6 +64,26 @@ def parts() -> pa.Table:
     )
 
 
+DOWN_POD = "pod-2"
+"""Of the `up` series (latest_by_series), the one whose last scrape failed."""
+
+
+def scrapes() -> DecodedWrite:
+    """Four pods' `up` over the window, a scrape every 15 s, each pod at its own offset
+    (its last scrape the later the higher its number); pod-2's last scrape failed."""
+    request = V1.WriteRequest()
+    for k in range(4):
+        series = request.timeseries.add()
+        for name, value in (("__name__", "up"), ("job", "vllm"), ("pod", f"pod-{k}")):
+            series.labels.add(name=name, value=value)
+        first = int(START.timestamp() * 1000) + k * 1000
+        times = range(first, int((START + SPAN).timestamp() * 1000), 15_000)
+        for n, ms in enumerate(times):
+            down = f"pod-{k}" == DOWN_POD and n == len(times) - 1
+            series.samples.add(timestamp=ms, value=0.0 if down else 1.0)
+    return decode_v1(request.SerializeToString())
+
+
 @pytest.fixture(scope="module")
 def loaded(embedded_server, chdb_path, tmp_path_factory):
     """The same requests and parts on every store."""
@@ -89,6 +111,10 @@ def loaded(embedded_server, chdb_path, tmp_path_factory):
                 store.command(f"SYSTEM STOP VIEW {store.database}.request_parts_seal")
             store.insert_arrow("requests", traffic)
             store.insert_arrow("request_parts", parts())
+            written = scrapes()
+            for _ in range(2):  # a series row again, as a refresh writes it: unmerged
+                store.insert_arrow("series", written.series)
+            store.insert_arrow("samples", written.samples)
             stores[name] = Warehouse(store)
         yield stores
 
@@ -127,6 +153,14 @@ def test_the_queries_find_what_the_data_holds(loaded):
     assert slowest.height == 5 and slowest["e2e_ms"].is_sorted(descending=True)
     burned = wh.named_query("tenants_by_budget_burned", ttft_ms="300", target="0.99", **WINDOW)
     assert burned["budget_burned"].is_sorted(descending=True)
+    last = int((START + SPAN).timestamp() * 1000) - 1
+    for backend in ("clickhouse", "duckdb"):
+        up = loaded[backend].named_query("latest_by_series", **WINDOW)
+        pods = up["labels"].to_list()
+        assert [p["pod"] for p in pods] == [DOWN_POD, "pod-0", "pod-1", "pod-3"]
+        assert up["value"].to_list() == [0.0, 1.0, 1.0, 1.0]
+        stamps = up["last_sample"].dt.epoch("ms").to_list()
+        assert all(last - 15_000 < t <= last for t in stamps)
 
 
 def test_the_file_runs_unchanged_with_clickhouse_query_parameters(loaded, embedded_server):
