@@ -421,7 +421,10 @@ def test_a_request_alone_makes_the_row_its_minute_would(loaded):
     assert mine.num_rows == theirs.num_rows > 1000
     for c in columns:
         if c.type.endswith("Float64)"):  # sums of floats: the order of addition differs
-            assert pc.max(pc.abs(pc.subtract(mine[c.name], theirs[c.name]))).as_py() < 1e-6
+            a, b = mine[c.name], theirs[c.name]
+            # Equal is no gap: a bound with no request beyond it is infinite on both sides.
+            gap = pc.if_else(pc.equal(a, b), 0.0, pc.abs(pc.subtract(a, b)))
+            assert pc.max(gap).as_py() < 1e-6, c.name
         else:
             assert mine[c.name].equals(theirs[c.name]), c.name
 
@@ -452,7 +455,7 @@ def test_a_report_in_pieces_is_plain_reads_merged_in_the_client(loaded):
     there = pl.DataFrame(ask(loaded.store, sql, [source]))  # in the same order
     assert_frame_equal(here, there.select(here.columns), check_exact=False, rel_tol=1e-9)
     raw = pl.DataFrame(ask(loaded.store, replace(question, exact=True, checks=()))).sort("model")
-    assert here.height == raw.height == 5
+    assert here.height == raw.height == 4  # the four models the synthetic fleet's chat runs on
     here = here.sort("model")
     assert here["count"].to_list() == raw["count"].to_list()
     assert here["attainment"].to_list() == raw["attainment"].to_list()
