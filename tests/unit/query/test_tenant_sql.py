@@ -41,6 +41,17 @@ def test_the_series_tables_are_left_to_their_row_policies():
     assert scoped("SELECT count() FROM samples") == "SELECT count() FROM samples"
 
 
+def test_the_series_samples_view_is_its_tenants_rows_too():
+    # Its row policies are its tables' (ClickHouse reads them as the tenant); the view
+    # has a tenant column, so the second wall scopes it as it scopes requests.
+    assert scoped("SELECT count() FROM series_samples AS s WHERE s.value > 1") == (
+        "SELECT count() FROM (SELECT * FROM series_samples "
+        "WHERE tenant = {llmwh_tenant: String}) AS s WHERE s.value > 1"
+    )
+    with pytest.raises(QueryError, match="WITH may not name series_samples"):
+        scoped("WITH (SELECT 1) AS series_samples SELECT * FROM series_samples")
+
+
 def test_final_stays_with_the_table():
     assert scoped("SELECT * FROM requests_1m AS r FINAL") == (
         "SELECT * FROM (SELECT * FROM requests_1m FINAL WHERE tenant = {llmwh_tenant: String}) AS r"
