@@ -124,6 +124,18 @@ def test_a_view_over_tables_of_one_sharding_key_joins_on_each_shard(rendered, pa
     )
 
 
+def test_dropping_such_a_view_drops_its_distributed_table_and_each_shards_view():
+    variables = template_variables(Config(), "llmwh")
+    every = [s for m in discover("clickhouse") for s in render(m.text, "clickhouse", variables)]
+    dropped = render_for_cluster(
+        ["DROP VIEW IF EXISTS llmwh.series_samples SYNC"], "c2", "llmwh", context=every
+    )
+    assert dropped == [  # DROP VIEW refuses a Distributed table ("is not a View")
+        "DROP TABLE IF EXISTS llmwh.series_samples ON CLUSTER c2 SYNC",
+        "DROP VIEW IF EXISTS llmwh.series_samples_local ON CLUSTER c2 SYNC",
+    ]
+
+
 def test_materialized_views_read_and_write_local_tables(rendered, parser):
     views = {
         view: parser(statement)

@@ -20,7 +20,8 @@ owns each row, and that shard's views fill its local tables.
 
 A view (not materialized) with a ``-- sharding_key:`` line reads tables sharded by
 that key, so that what it joins is on one shard: it becomes ``db.v_local`` over the
-local tables, on every node, and a Distributed ``db.v`` over those views.
+local tables, on every node, and a Distributed ``db.v`` over those views; dropping
+the view drops both.
 
 Dropping a sharded table drops its Distributed and its local table on every node.
 Materialized views read and write the local tables, so each shard rolls up its own
@@ -76,14 +77,30 @@ def render_for_cluster(
     if not re.fullmatch(r"[A-Za-z_][\w]*", cluster):
         raise MigrationError(f"invalid cluster name {cluster!r}")
     code = [_strip_comments(s) for s in statements]
+    every = context if context is not None else statements
     sharded = {
         match.group(3)
-        for statement in map(_strip_comments, context if context is not None else statements)
+        for statement in map(_strip_comments, every)
         if (match := _CREATE_TABLE.match(statement))
         and (_ENGINE.search(statement) or _NULL_ENGINE.search(statement))
     }
+    # Views rendered as a view per shard under a Distributed table (a table to DROP).
+    distributed_views = {
+        match.group(3)
+        for statement in every
+        if (match := _CREATE_PLAIN_VIEW.match(_strip_comments(statement)))
+        and _SHARDING_KEY.search(statement)
+    }
     rendered: list[str] = []
     for statement, body in zip(statements, code, strict=True):
+        if (match := _DROP.match(body)) and match.group(3) in distributed_views:
+            _, db, name, sync = match.groups()
+            on = f" ON CLUSTER {cluster}" if keeper else ""
+            rendered += [
+                f"DROP TABLE IF EXISTS {db}.{name}{on}{sync or ''}",
+                f"DROP VIEW IF EXISTS {db}.{name}{LOCAL_SUFFIX}{on}{sync or ''}",
+            ]
+            continue
         rendered.extend(_render(statement, body, cluster, database, sharded, keeper))
     return rendered
 
