@@ -36,7 +36,7 @@ class Columns:
     default: tuple[str, ...] | None = ()
     """``()``: every column (a command whose columns are what its options asked for)."""
     wrap: tuple[str, ...] = ()
-    """Free-text columns a table wraps rather than cuts (see :func:`warehouse.render.render_table`)."""
+    """Free-text columns a table wraps rather than cuts (:func:`warehouse.render.render_table`)."""
 
     def pick(self, frame: pl.DataFrame, fmt: str) -> list[str]:
         """The columns of ``frame`` to print as ``fmt``."""
