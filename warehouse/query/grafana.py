@@ -258,7 +258,7 @@ def _render(
         raise QueryError("a panel grouped by a variable must read raw rows: its plan would vary")
     moments = _moments(since, until, since_ms)
     cuts = _cuts(compiled.parameters, moments)  # before any tree work: it may be ambiguous
-    tree = dialects.parse(compiled.sql).transform(_unqualified)
+    tree = compiled.tree.transform(_unqualified)  # a copy: the builder's tree is shared
     tree = _percentiles_in_sql(compiled, tree)
     if question.timeseries:
         tree = _bucketed(tree)

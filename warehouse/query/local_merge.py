@@ -58,8 +58,8 @@ class LocalMerge:
     """The result's columns, in order: the keys, then the measures and checks."""
     dimensions: tuple[str, ...]
     """The grouped dimensions (columns of the rows, named as in the result)."""
-    aggregates: tuple[tuple[str, str], ...]
-    """(result column, ClickHouse SQL of its aggregate over rollup rows)."""
+    aggregates: tuple[tuple[str, str | exp.Expr], ...]
+    """(result column, ClickHouse SQL of its aggregate over rollup rows, as text or a tree)."""
     percentiles: tuple[tuple[str, str, float], ...] = ()
     """(result column, histogram column, level) read from merged histograms."""
     spans: tuple[tuple[int, int], ...] = ()
@@ -251,16 +251,16 @@ _FEW_GROUPS = 64
 _MAX_SLOTS = 1 << 22
 
 
-@functools.lru_cache(maxsize=512)
-def aggregate(sql: str) -> pl.Expr:
-    """A polars aggregate computing ClickHouse ``sql`` over a group of rollup rows.
+def aggregate(sql: str | exp.Expr) -> pl.Expr:
+    """A polars aggregate computing ClickHouse ``sql`` (text or a tree) over a group of
+    rollup rows.
 
     ``sql`` is a measure's or a merge's rollup SQL: sums, maxima and minima of columns,
     arithmetic, ``nullIf(x, 0)``, ``toFloat64``, ``arraySum(mapValues(histogram))``
     (read from the histogram's precomputed ``_total_`` column) and ``{seconds:Float64}``
     (the group's span length). Anything else raises :class:`Untranslatable`.
     """
-    return _translate(_parsed(sql))
+    return _translate(_parsed(sql) if isinstance(sql, str) else sql)
 
 
 @functools.lru_cache(maxsize=512)

@@ -16,8 +16,11 @@ docs/querying.md, "Dimensions and measures"):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+
+from sqlglot import exp
 
 from warehouse.errors import QueryError
 from warehouse.model import (
@@ -30,6 +33,7 @@ from warehouse.model import (
     ROLLUP_LATENCIES,
     TOKEN_COLUMNS,
 )
+from warehouse.query import trees
 
 __all__ = [
     "PERCENTILES",
@@ -125,6 +129,24 @@ class Measure:
     def is_percentile(self) -> bool:
         return self.level is not None
 
+    def tree(self, rollup: bool) -> exp.Expr:
+        """Its SQL over raw rows, or over rollup rows, as a fresh tree to compose."""
+        sql = self.rollup if rollup else self.raw
+        if not sql:
+            raise QueryError(
+                f"{self.name} has no single expression over {'rollup' if rollup else 'raw'} rows"
+            )
+        return trees.expression(sql)
+
+    @functools.cached_property
+    def rollup_columns(self) -> frozenset[str] | None:
+        """The rollup columns its rollup SQL reads; None when no rollup answers it."""
+        if self.is_percentile:
+            return frozenset({f"{self.column}_hist"}) if self.rollup is not None else None
+        if self.rollup is None:
+            return None
+        return frozenset(c.name for c in self.tree(rollup=True).find_all(exp.Column))
+
 
 def _ratio(numerator: str, denominator: str) -> str:
     return f"{numerator} / nullIf({denominator}, 0)"
@@ -159,8 +181,9 @@ _FIXED: dict[str, tuple[str, str | None]] = {
     ),
 }
 
-GOOD_COUNT = "{good_count}"
-"""Stands for the count of good requests in threshold measures; see :func:`good_count`."""
+GOOD_COUNT = "{good_count:UInt64}"
+"""Stands for the count of good requests in threshold measures (see :func:`good_count`):
+a placeholder the builder replaces by the count of the source it reads."""
 
 _THRESHOLD_MEASURES: dict[str, tuple[str, str]] = {
     "attainment": (_ratio(GOOD_COUNT, "count()"), _ratio(GOOD_COUNT, "sum(requests)")),
@@ -176,6 +199,11 @@ def measure(name: str) -> Measure:
     """The measure called ``name``; an unknown name is an error listing the families."""
     if not isinstance(name, str):
         raise QueryError(f"bad measure {name!r}: expected a measure name such as p95_ttft_ms")
+    return _measure(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _measure(name: str) -> Measure:
     if name in _FIXED:
         raw, rollup = _FIXED[name]
         return Measure(name, raw, rollup)

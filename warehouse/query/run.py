@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,8 +20,6 @@ from warehouse.store.base import Store
 __all__ = ["ask", "execute", "execute_all", "fetch_values", "submit"]
 
 T = TypeVar("T")
-
-_PLACEHOLDER = re.compile(r"\{(\w+):[^}]+\}")
 
 
 def ask(store: Store, question: Question, sources: Sequence[RollupSource] = ()) -> Result:
@@ -109,5 +106,5 @@ def _read_histograms(table: pa.Table, compiled: Compiled) -> pa.Table:
 
 def _used(compiled: Compiled) -> dict[str, Any]:
     # DuckDB refuses parameters a statement does not use.
-    names = set(_PLACEHOLDER.findall(compiled.sql))
+    names = compiled.placeholders
     return {name: value for name, value in compiled.parameters.items() if name in names}

@@ -38,7 +38,7 @@ def test_values_are_placeholders_never_sql_text():
         measures=["attainment"],
     )
     assert "acme" not in compiled.sql and "200" not in compiled.sql
-    assert placeholders(dialects.parse(compiled.sql)) == set(compiled.parameters)
+    assert placeholders(dialects.parse(compiled.sql)) <= set(compiled.parameters)
     assert compiled.parameters["f0_0"] == "acme' OR 1=1 --"
     assert compiled.parameters["f1_1"] == "sh"
     duck = compile(
@@ -49,7 +49,7 @@ def test_values_are_placeholders_never_sql_text():
     )
     rendered = duck.render("duckdb")
     assert "acme" not in rendered
-    assert placeholders(sqlglot.parse_one(rendered, read="duckdb")) == set(duck.parameters)
+    assert placeholders(sqlglot.parse_one(rendered, read="duckdb")) <= set(duck.parameters)
 
 
 def placeholders(tree: exp.Expr) -> set[str]:

@@ -14,7 +14,7 @@ import pytest
 from warehouse.model import fold_histogram, histogram_quantiles
 from warehouse.query import local_merge
 from warehouse.query.local_merge import LocalMerge, Untranslatable, aggregate, merge_rows
-from warehouse.query.registry import measure, measures_of_every_family
+from warehouse.query.registry import GOOD_COUNT, measure, measures_of_every_family
 
 T0 = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
 MS = int(T0.timestamp() * 1000)
@@ -45,8 +45,8 @@ def quantile(histogram: Counter, level: float) -> float:
 
 MEASURES = (
     ("count", measure("count").rollup),
-    ("attainment", (measure("attainment").rollup or "").replace("{good_count}", "sum(good)")),
-    ("goodput_rps", (measure("goodput_rps").rollup or "").replace("{good_count}", "sum(good)")),
+    ("attainment", (measure("attainment").rollup or "").replace(GOOD_COUNT, "sum(good)")),
+    ("goodput_rps", (measure("goodput_rps").rollup or "").replace(GOOD_COUNT, "sum(good)")),
     ("count_ttft_ms", measure("count_ttft_ms").rollup),
 )
 
@@ -110,7 +110,7 @@ def test_every_measure_a_rollup_sums_is_computed_here(m):
     """Every measure of the registry that a rollup holds as sums stays off the SQL path:
     a new measure, or a parser upgrade that read one of their functions differently,
     fails here rather than falling back to the slower path in silence."""
-    aggregate(m.rollup.replace("{good_count}", "sum(good)"))
+    aggregate(m.rollup.replace(GOOD_COUNT, "sum(good)"))
 
 
 def test_only_counts_under_a_latency_and_percentiles_are_left_to_the_server():
