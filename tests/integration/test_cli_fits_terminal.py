@@ -242,11 +242,6 @@ def test_a_table_with_columns_left_out_says_so_and_machine_formats_keep_them(llm
     assert set(header) < set(row) and len(row) == len(header) + 14
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the footer's spans across days are warehouse/query/builder.py's _moment, "
-    "'[2026-11-05 21:00, 2026-12-05 14:00)'; issue 44 rewrites that module",
-)
 def test_the_footer_of_a_range_across_days_says_its_times_in_iso_8601(llmwh):
     footer = llmwh("sla", "--slo", "chat-assistant").stdout
     assert A_TIME.findall(footer) and all(ISO.fullmatch(t) for t in A_TIME.findall(footer))

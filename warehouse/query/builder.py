@@ -378,7 +378,7 @@ def _build(
         select.append(trees.alias(_bucket(step), "time"))
         group.append(("time", trees.column("time")))
     for index, dim in enumerate(dims):
-        value = trees.expression(dim.sql)
+        value = dim.tree
         if dim.name in question.keep:
             # Qualified, since the alias repeats the column's name: ClickHouse would read
             # a bare name as the alias, DuckDB as the column.
@@ -634,7 +634,7 @@ def _filter_terms(filters: Filters) -> list[exp.Expr]:
     """A condition per filter, its values bound as parameters."""
     return [
         exp.In(
-            this=trees.expression(dim.sql),
+            this=dim.tree,
             expressions=[
                 trees.placeholder(name, dim.param_type)
                 for name in _filter_names(index, len(values))

@@ -367,12 +367,13 @@ def _span(span: TimeRange) -> str:
 
 
 def _moment(moment: datetime, dated: bool) -> str:
-    """``14:01:37``, ``14:02`` or ``14:01:37.250``; with the date when a span crosses days."""
+    """``14:01:37``, ``14:02`` or ``14:01:37.250``; with the date when a span crosses
+    days, in ISO 8601 (``2026-11-05T21:00Z``)."""
     if moment.microsecond:
         text = moment.strftime("%H:%M:%S.%f")[:-3]
     else:
         text = moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
-    return f"{moment:%Y-%m-%d} {text}" if dated else text
+    return f"{moment:%Y-%m-%d}T{text}Z" if dated else text
 
 
 def _plan_built_in(

@@ -65,13 +65,10 @@ class Dimension:
     in_rollup: bool
     """Whether the rollups keep it (all keep the SLA dimensions, only some the others)."""
 
-    def qualified(self, table: str) -> str:
-        """Its SQL with the column qualified by ``table`` (where an alias repeats its name)."""
-        return (
-            self.sql.replace("attrs[", f"{table}.attrs[")
-            if "attrs[" in self.sql
-            else (f"{table}.{self.sql}")
-        )
+    @property
+    def tree(self) -> exp.Expr:
+        """Its SQL as a fresh tree to compose."""
+        return trees.expression(self.sql)
 
 
 _OTHER_DIMENSIONS = {"is_probe": "Bool", "http_status": "UInt16"}
