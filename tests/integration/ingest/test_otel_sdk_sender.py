@@ -531,9 +531,10 @@ def test_llmwh_sla_from_the_slos_rollup_equals_numpy(landed, slo_file, by):
     rollup's histogram lies in the 2%-wide bucket of the order statistic at the rank's
     floor (docs/querying.md), and DuckDB reads percentile values from raw rows."""
     rows, stderr = sla(landed, slo_file, by)
-    assert "the rollup of SLO otlp-chat" in stderr
+    footer = " ".join(stderr.split())  # wrapped at 100 columns
+    assert "the rollup of SLO otlp-chat" in footer
     histogram = landed.backend != "duckdb"
-    assert ("percentiles from 2%-wide latency buckets" in stderr) is histogram
+    assert ("percentiles from 2%-wide latency buckets" in footer) is histogram
     expected = expected_rows(landed.drawn, by)
     assert len(rows) == len(expected)
     for row, want in zip(rows, expected, strict=True):
@@ -548,8 +549,12 @@ def test_llmwh_sla_from_the_slos_rollup_equals_numpy(landed, slo_file, by):
 @BY
 @pytest.mark.parametrize("exact", [False, True], ids=["rollup", "exact"])
 def test_llmwh_sla_writes_only_its_footer_to_stderr(landed, slo_file, by, exact):
-    """Nothing but the footer on stderr: a stray warning there is a defect of the command
-    (as test_cli_query says of every command). On DuckDB a window of a group with no
-    value of a percentile's column once put numpy's cast warning there."""
+    """Nothing but the footer on stderr (the SLO's target, then the sources, wrapped at
+    100 columns): a stray warning there is a defect of the command (as test_cli_query
+    says of every command). On DuckDB a window of a group with no value of a
+    percentile's column once put numpy's cast warning there."""
     _, stderr = sla(landed, slo_file, by, *(["--exact"] if exact else []))
-    assert stderr.count("\n") == 1 and "source: " in stderr, stderr
+    target, sources = stderr.split("\n", 1)
+    assert target.startswith("SLO otlp-chat: target 0.9, ") and "source: " in sources
+    assert all(len(line) <= 100 for line in stderr.splitlines()), stderr
+    assert "warn" not in stderr.lower() and "Traceback" not in stderr, stderr
