@@ -339,6 +339,8 @@ def _source_key(source: RollupSource | None) -> Hashable:
     return (
         source.label,
         source.table,
+        tuple(sorted((name, tuple(values)) for name, values in source.scope.items())),
+        tuple(sorted(source.thresholds.items())),
         source.grains,
         source.totals,
         source.columns,
@@ -382,7 +384,7 @@ def _build(
         if dim.name in question.keep:
             # Qualified, since the alias repeats the column's name: ClickHouse would read
             # a bare name as the alias, DuckDB as the column.
-            qualified = value.transform(_qualified("src"))
+            qualified = value.transform(_qualified("src"), copy=False)
             names = _keep_names(index, len(question.keep[dim.name]))
             value = exp.If(
                 this=exp.In(
@@ -413,10 +415,10 @@ def _build(
     # The registry's stand-in for the count of good requests (registry.GOOD_COUNT), and
     # with spans, rates per second of each span's own length.
     good = _replace_placeholder("good_count", _good(source, question.thresholds, found.rollup))
-    select = [item.transform(good) for item in select]
+    select = [item.transform(good, copy=False) for item in select]
     if question.spans:
         seconds = _replace_placeholder("seconds", _span_seconds(len(question.spans)))
-        select = [item.transform(seconds) for item in select]
+        select = [item.transform(seconds, copy=False) for item in select]
     with_probes = question.include_probes or "is_probe" in question.filters
     prewhere, where = _conditions(
         filters,
@@ -427,7 +429,7 @@ def _build(
     if composite and source is not None:
         used = _used_columns(source.columns, select)
         pieces = _composite(source, found, database, used, spans)
-        origin: exp.Expr = pieces.subquery("src")
+        origin: exp.Expr = pieces.subquery("src", copy=False)
     else:
         origin = trees.table(found.source, database, as_="src")
     query = trees.select(select, origin)
@@ -547,10 +549,15 @@ def _good(
     """The count of good requests of the rows read: the source's own, or from the
     thresholds (bound as ``limit_<column>``)."""
     if source is not None and source.good is not None:
-        return trees.expression(source.good)
-    limits = {column: f"{{limit_{column}:Float64}}" for column in thresholds}
-    sql = good_count(limits, rollup)
-    return trees.expression(sql) if sql is not None else None
+        sql: str | None = source.good
+    else:
+        limits = {column: f"{{limit_{column}:Float64}}" for column in thresholds}
+        sql = good_count(limits, rollup)
+    if sql is None:
+        return None
+    # Put where a placeholder stood, inside arithmetic: whole, whatever it is.
+    found = trees.expression(sql)
+    return found if isinstance(found, exp.Func | exp.Column | exp.Paren) else exp.paren(found)
 
 
 def _measure_tree(m: Measure, measures: list[Measure], found: Plan) -> exp.Expr:
@@ -795,7 +802,10 @@ def _merged_here(
     assert source.request_rows is not None
     good = _good(source, {}, rollup=True)
     aggregates = [
-        (m.name, m.tree(rollup=True).transform(_replace_placeholder("good_count", good)))
+        (
+            m.name,
+            m.tree(rollup=True).transform(_replace_placeholder("good_count", good), copy=False),
+        )
         for m in measures
         if not m.is_percentile
     ]
@@ -814,7 +824,7 @@ def _merged_here(
     grouped = [d.name for d in dims]
     selects: list[exp.Query] = []
     for table, picked in _piece_conditions(found, source.raw_by_hour, listed).items():
-        condition = trees.and_([exp.paren(picked), *terms])
+        condition = trees.and_([exp.paren(picked), *(term.copy() for term in terms)])
         if table == "requests":
             text = source.request_rows(
                 database, trees.rendered(condition, dialects.SOURCE), used, grouped

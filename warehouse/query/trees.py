@@ -108,7 +108,7 @@ def select(items: Sequence[exp.Expr], source: exp.Expr) -> exp.Select:
     """``SELECT items FROM source`` (a table, or a query read as a subquery)."""
     found = exp.Select(expressions=list(items))
     if isinstance(source, exp.Query) and not isinstance(source, exp.Subquery):
-        source = source.subquery()
+        source = source.subquery(copy=False)
     found.set("from_", exp.From(this=source))
     return found
 
