@@ -263,7 +263,7 @@ def _render(
     if question.timeseries:
         tree = _bucketed(tree)
     if question.by_variable:
-        tree = tree.transform(_grouped_by(f"${{{question.by_variable}}}"))
+        tree = tree.transform(_grouped_by(f"${{{question.by_variable}}}"), copy=False)
     tree, defined = _bind(question, compiled, tree, cuts, moments)
     query = _query(tree)
     if compiled.sort_after is not None:  # sorted by a percentile: now in the SQL
@@ -311,7 +311,7 @@ def _bucketed(tree: exp.Expr) -> exp.Expr:
             return exp.Anonymous(this="$__timeInterval", expressions=[inner.expressions[0]])
         return node
 
-    tree = tree.transform(bucket)
+    tree = tree.transform(bucket, copy=False)
     if found != 1:
         raise QueryError(f"a time series panel needs one time bucket, found {found}")
     return tree
@@ -418,7 +418,7 @@ def _bind(
             return exp.Literal.string(value)
         raise QueryError(f"cannot write the bound value {name} for Grafana")
 
-    tree = tree.transform(bound)
+    tree = tree.transform(bound, copy=False)
     # Each moment refers to earlier ones only: define those a used one needs too.
     needed = set(used)
     for name, _, moment in reversed(moments):
