@@ -36,6 +36,7 @@ from warehouse.model import (
 from warehouse.query import trees
 
 __all__ = [
+    "MEASURES",
     "PERCENTILES",
     "Dimension",
     "Measure",
@@ -136,13 +137,15 @@ class Measure:
         return trees.expression(sql)
 
     @functools.cached_property
-    def rollup_columns(self) -> frozenset[str] | None:
-        """The rollup columns its rollup SQL reads; None when no rollup answers it."""
+    def rollup_columns(self) -> tuple[str, ...] | None:
+        """The rollup columns it reads, in the order its rollup SQL names them; None when
+        no rollup answers it. A percentile reads its latency's histogram."""
         if self.is_percentile:
-            return frozenset({f"{self.column}_hist"}) if self.rollup is not None else None
+            return (f"{self.column}_hist",) if self.rollup is not None else None
         if self.rollup is None:
             return None
-        return frozenset(c.name for c in self.tree(rollup=True).find_all(exp.Column))
+        found = self.tree(rollup=True).find_all(exp.Column, bfs=False)
+        return tuple(dict.fromkeys(c.name for c in found))
 
 
 def _ratio(numerator: str, denominator: str) -> str:
@@ -151,7 +154,7 @@ def _ratio(numerator: str, denominator: str) -> str:
 
 _DECODING = "output_tokens > 1 AND e2e_ms > ttft_ms"
 
-_FIXED: dict[str, tuple[str, str | None]] = {
+MEASURES: dict[str, tuple[str, str | None]] = {
     "count": ("count()", "sum(requests)"),
     "error_count": ("countIf(status = 'error')", "sum(errors)"),
     "rejection_count": ("countIf(status = 'rejected')", "sum(rejections)"),
@@ -177,6 +180,11 @@ _FIXED: dict[str, tuple[str, str | None]] = {
         "1000 * " + _ratio("sum(toFloat64(decode_tokens_sum))", "sum(decode_ms_sum)"),
     ),
 }
+"""The measures with a fixed name: (ClickHouse SQL over `requests` rows, SQL over rollup
+rows, or None where no rollup keeps what it reads). One entry is all a measure over these
+columns takes: the builder answers it from raw rows and from any rollup that keeps the
+columns its rollup SQL reads, on every store, in Grafana panels and in the client merge
+(tests/integration/query/test_a_new_measure.py adds one)."""
 
 GOOD_COUNT = "{good_count:UInt64}"
 """Stands for the count of good requests in threshold measures (see :func:`good_count`):
@@ -196,17 +204,21 @@ def measure(name: str) -> Measure:
     """The measure called ``name``; an unknown name is an error listing the families."""
     if not isinstance(name, str):
         raise QueryError(f"bad measure {name!r}: expected a measure name such as p95_ttft_ms")
+    if name in MEASURES:
+        return _fixed(name, *MEASURES[name])
     return _measure(name)
+
+
+@functools.lru_cache(maxsize=256)
+def _fixed(name: str, raw: str, rollup: str | None) -> Measure:
+    return Measure(name, raw, rollup)
 
 
 @functools.lru_cache(maxsize=1024)
 def _measure(name: str) -> Measure:
-    if name in _FIXED:
-        raw, rollup = _FIXED[name]
-        return Measure(name, raw, rollup)
     if name in _THRESHOLD_MEASURES:
-        raw, rollup = _THRESHOLD_MEASURES[name]
-        return Measure(name, raw, rollup, needs_thresholds=True)
+        return Measure(name, *_THRESHOLD_MEASURES[name], needs_thresholds=True)
+    rollup: str | None
     match = _PERCENTILE.match(name)
     if match and match[2] in LATENCY_COLUMNS:
         column = match[2]
@@ -247,7 +259,7 @@ def _measure(name: str) -> Measure:
 
 
 def measure_names() -> list[str]:
-    return [*_FIXED, *_THRESHOLD_MEASURES]
+    return [*MEASURES, *_THRESHOLD_MEASURES]
 
 
 def measures_of_every_family(limit_ms: int = 150) -> list[Measure]:

@@ -23,12 +23,10 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 
-from warehouse.model import LATENCY_COLUMNS, TOKEN_COLUMNS
 from warehouse.query import dialects
 from warehouse.query.builder import RollupSource, quote_identifier
 from warehouse.query.local_merge import columns_read
 from warehouse.query.registry import (
-    PERCENTILES,
     dimension,
     good_condition,
     good_count,
@@ -343,23 +341,13 @@ class SloRollup:
 
 
 def _columns_of(name: str) -> list[str] | None:
-    """The rollup columns a measure reads, or None when no rollup column can answer it."""
-    if name in ("count", "error_count", "rejection_count", "error_rate", "rejection_rate", "rps"):
-        return []
-    if name in ("attainment", "goodput_rps", "good_count"):
-        return []
-    if name == "kv_hit_ratio":
-        return ["cached_prompt_tokens_sum", "prompt_tokens_sum"]
-    if name == "decode_tps":
-        return ["decode_tokens_sum", "decode_ms_sum"]
-    match = _PERCENTILE.match(name)
-    if match and match[1] in PERCENTILES and match[2] in LATENCY_COLUMNS:
-        return [f"{match[2]}_hist"]
-    if name.startswith("avg_") and name[4:] in LATENCY_COLUMNS:
-        return [f"{name[4:]}_sum", f"{name[4:]}_hist"]
-    if name.startswith("sum_") and name[4:] in TOKEN_COLUMNS and name[4:] != "max_context_tokens":
-        return [f"{name[4:]}_sum"]
-    return None
+    """The rollup columns a measure reads (as the registry defines its rollup form), or
+    None when no rollup column can answer it. A percentile reads its latency's
+    histogram, which an SLO's rollup keeps for any latency."""
+    m = measure(name)
+    if m.is_percentile:
+        return [f"{m.column}_hist"]
+    return None if m.rollup_columns is None else list(m.rollup_columns)
 
 
 def _percentile(objective: Objective) -> tuple[str, float] | None:
