@@ -36,7 +36,7 @@ class TestCommand:
             done = llmwh(*common, "-i", "zone-ttft", "--out", str(out))
             assert done.returncode == 0, done.stderr
         assert (
-            f"incident zone-ttft: TTFT degrades for zone=sh-b, {DAY:%Y-%m-%d} 08:24" in done.stderr
+            f"incident zone-ttft: TTFT degrades for zone=sh-b, {DAY:%Y-%m-%d}T08:24Z" in done.stderr
         )
         assert "generated 3,000 requests (seed 9)" in done.stderr
         table = pq.read_table(first)

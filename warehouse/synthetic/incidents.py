@@ -73,13 +73,13 @@ class Incident:
         return first, first + _offset(self.length, span_ms)
 
     def describe(self, start_ms: int, span_ms: int) -> str:
-        """One line for people: what, where and when."""
+        """One line for people: what, where and when (ISO 8601, UTC)."""
         first, end = (
-            datetime.fromtimestamp(t / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+            datetime.fromtimestamp(t / 1000, UTC).strftime("%Y-%m-%dT%H:%MZ")
             for t in self.window(start_ms, span_ms)
         )
         summary = KINDS[self.kind].summary
-        return f"{self.kind}: {summary} for {self.dimension}={self.target}, {first} to {end} UTC"
+        return f"{self.kind}: {summary} for {self.dimension}={self.target}, {first} to {end}"
 
     def inject(
         self, columns: Columns, rng: np.random.Generator, start_ms: int, span_ms: int
