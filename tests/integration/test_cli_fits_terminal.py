@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import typer
 from click.testing import Result
+from commands import registered_commands
 from typer.testing import CliRunner
 
 import warehouse
@@ -138,21 +138,6 @@ RUNS: dict[str, Callable[[Place], list[list[str]]]] = {
 
 NOT_YET_ISO: dict[str, str] = {}
 """Commands whose output still holds a time that is not ISO 8601, and where it comes from."""
-
-
-def registered_commands() -> set[str]:
-    """Every command of the typer app, subcommands as ``group command``."""
-
-    def walk(command: object, path: tuple[str, ...]) -> Iterator[str]:
-        subcommands = getattr(command, "commands", None)
-        if subcommands is None:
-            yield " ".join(path)
-            return
-        for name, sub in subcommands.items():
-            if not sub.hidden:
-                yield from walk(sub, (*path, name))
-
-    return set(walk(typer.main.get_command(app), ()))
 
 
 def test_every_command_is_run_here_or_said_to_print_no_answer():

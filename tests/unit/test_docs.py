@@ -9,13 +9,11 @@ five-minute read and leaves measured figures to docs/benchmarks.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 
-import typer
+from commands import registered_commands
 
-from warehouse.cli import app
 from warehouse.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,21 +53,6 @@ def _first_table(text: str) -> list[list[str]]:
 # -- (a) the CLI reference --------------------------------------------------------------
 
 
-def _registered_commands() -> set[str]:
-    """Every command of the typer app, subcommands as ``group command``."""
-
-    def walk(command: object, path: tuple[str, ...]) -> Iterator[str]:
-        subcommands = getattr(command, "commands", None)
-        if subcommands is None:
-            yield " ".join(path)
-            return
-        for name, sub in subcommands.items():
-            if not sub.hidden:
-                yield from walk(sub, (*path, name))
-
-    return set(walk(typer.main.get_command(app), ()))
-
-
 def _documented_commands() -> list[str]:
     commands = []
     for cells in _first_table(_section(README.read_text(), "CLI reference")):
@@ -80,7 +63,7 @@ def _documented_commands() -> list[str]:
 
 
 def test_the_readme_cli_reference_lists_exactly_the_commands_of_the_app():
-    documented, registered = _documented_commands(), _registered_commands()
+    documented, registered = _documented_commands(), registered_commands()
     twice = sorted({c for c in documented if documented.count(c) > 1})
     assert not twice, f"listed twice in the README's CLI reference: {twice}"
     assert set(documented) == registered, (
