@@ -84,7 +84,9 @@ def test_figures_are_sane(report: Report) -> None:
 def test_renderings(report: Report) -> None:
     text = render_text(report)
     assert "All 28 answers agree." in text
-    assert "DuckDB" in text and "ClickHouse server (HTTP)" in text
+    assert "DuckDB" in text and "server = ClickHouse server (HTTP)" in text
+    # Three backends side by side still fit a terminal of 100 columns.
+    assert max(len(line) for line in text.splitlines()) <= 100, text
     document = json.loads(render_json(report))
     assert document["agrees"] is True and document["differences"] == []
     assert document["backends"]["clickhouse"]["server_peak_rss_bytes"] > 0

@@ -39,13 +39,20 @@ OTHERS_NOTE = (
 )
 TIMING_NOTE = (
     "query times are wall-clock around each Python API call (SQL, round trip, conversion "
-    "to polars), after one warm-up answer, over {repeat} rounds of the suite"
+    "to polars), after one warm-up answer, over {repeat} rounds of the suite; exact (N): "
+    "the N questions from raw rows; default plan (M): the M a rollup can answer, as the "
+    "planner chooses"
 )
 LOAD_NOTE = (
     "load is the insert calls only ({batch:,}-row Arrow batches read from the data set's "
     "Parquet file); settle is the wait for ClickHouse's merges to stop (DuckDB: CHECKPOINT) "
     "before disk is measured"
 )
+
+
+COLUMN = {"clickhouse": "server", "chdb": "chdb", "duckdb": "DuckDB"}
+"""Each backend's column in the tables: short, so that a table of three fits 100
+columns (the header says which is which)."""
 
 
 def summary_rows(report: Report) -> list[dict[str, Any]]:
@@ -74,19 +81,19 @@ def summary_rows(report: Report) -> list[dict[str, Any]]:
     )
     exact = len(_questions(report))
     add(
-        f"queries, exact ({exact} questions): median",
+        f"queries, exact ({exact}): median",
         "ms",
         lambda o: _stat(_runs(o, EXACT_PATH), 50),
     )
-    add(f"queries, exact ({exact} questions): p95", "ms", lambda o: _stat(_runs(o, EXACT_PATH), 95))
+    add(f"queries, exact ({exact}): p95", "ms", lambda o: _stat(_runs(o, EXACT_PATH), 95))
     n = len(rollup_questions)
     add(
-        f"queries, default plan ({n} rollup-able): median",
+        f"queries, default plan ({n}): median",
         "ms",
         lambda o: _stat(_default_runs(o, rollup_questions), 50),
     )
     add(
-        f"queries, default plan ({n} rollup-able): p95",
+        f"queries, default plan ({n}): p95",
         "ms",
         lambda o: _stat(_default_runs(o, rollup_questions), 95),
     )
@@ -113,7 +120,7 @@ def render_text(report: Report) -> str:
     figures = summary_rows(report)
     out.append(
         _table(
-            ["figure", "unit", *(BACKENDS[n] for n in names)],
+            ["figure", "unit", *(COLUMN[n] for n in names)],
             [[r["figure"], r["unit"], *(_cell(r[n]) for n in names)] for r in figures],
             right_from=2,
         )
@@ -212,7 +219,10 @@ def _header(report: Report) -> str:
         f"{iso_time(d.until)}; incident: {incidents}\n"
         f"Parquet (zstd) {report.dataset_bytes / MIB:.1f} MiB = "
         f"{report.dataset_bytes / d.rows:.1f} bytes/request, generated in "
-        f"{report.generate_s:.1f} s. Reference answers: {BACKENDS[report.reference]}, exact."
+        f"{report.generate_s:.1f} s. Reference answers: {BACKENDS[report.reference]}, exact.\n"
+        "Backends: "
+        + "; ".join(f"{COLUMN[name]} = {BACKENDS[name]}" for name in report.outcomes)
+        + "."
     )
 
 
@@ -240,7 +250,7 @@ def _question_table(report: Report) -> tuple[list[str], list[list[str]]]:
                 else f"{_cell(_stat(answer.runs_ms, 50))} / {_cell(_stat(answer.runs_ms, 95))}"
             )
         rows.append([question, path, ", ".join(sources), *cells])
-    return ["question", "path", "source", *(BACKENDS[n] for n in names)], rows
+    return ["question", "path", "source", *(COLUMN[n] for n in names)], rows
 
 
 def _agreement_text(report: Report) -> str:
