@@ -210,11 +210,14 @@ class Warehouse:
         direction: str | None = None,
         thresholds: Mapping[str, float] | None = None,
         exact: bool | None = None,
+        min_change: float | None = None,
     ) -> Result:
         """Per window: ``measure`` against the trailing ``baseline`` windows (z, EWMA).
 
         ``direction`` is ``up``, ``down`` or ``both``; by default the bad one for the
         measure (up for latencies and error rates, down for attainment and throughput).
+        ``min_change``: the smallest change, as a fraction of the baseline mean, that
+        may breach (default 0.1 for latencies, 0 for anything else).
         """
         return detect_drift(
             self.reader,
@@ -229,6 +232,7 @@ class Warehouse:
             alert_after=alert_after,
             direction=direction,
             exact=exact,
+            min_change=min_change,
         )
 
     def root_cause(

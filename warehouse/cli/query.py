@@ -227,6 +227,14 @@ def drift(
     alert_after: Annotated[
         int, typer.Option("--alert-after", help="Consecutive breaching windows that alert")
     ] = 3,
+    min_change: Annotated[
+        float | None,
+        typer.Option(
+            "--min-change",
+            help="Smallest change from the baseline, as a fraction of it, that may breach "
+            "[default: 0.1 for latencies, 0 otherwise]",
+        ),
+    ] = None,
     where: WhereOption = None,
     since: SinceOption = "6h",
     until: UntilOption = None,
@@ -260,6 +268,7 @@ def drift(
             alert_after=alert_after,
             direction=direction,
             thresholds=thresholds(threshold),
+            min_change=min_change,
         )
         if alerts_only:
             result = Result.of(result.filter(pl.col("alert")), result.plan, result.elapsed_ms)

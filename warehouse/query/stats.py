@@ -280,6 +280,7 @@ def drift(
     alert_after: int = 3,
     direction: str = "up",
     min_baseline: int | None = None,
+    min_change: float = 0.0,
 ) -> DriftResult:
     """Flag windows whose value drifts from a trailing baseline.
 
@@ -300,6 +301,10 @@ def drift(
     - ``breach``: for ``direction="up"`` ``z > z_threshold`` or ``ewma > upper``; for
       ``"down"`` ``z < -z_threshold`` or ``ewma < lower``; ``"both"`` is either. Comparisons
       with NaN are not breaches (a NaN window can still breach on its carried EWMA).
+    - ``min_change``: a breach must also be a change that matters: the value (for the
+      z test) or the EWMA (for the chart) at least ``min_change`` times the baseline
+      mean away from it, in the breaching direction. 0 (the default) asks only for
+      statistical significance.
     - ``consecutive`` counts breaching windows in a row ending at ``i`` (0 on a non-breach);
       ``alert`` is ``consecutive >= alert_after``.
     """
@@ -313,6 +318,8 @@ def drift(
         raise InvalidArgument(f"ewma_alpha must be in (0, 1], got {ewma_alpha!r}")
     if alert_after < 1:
         raise InvalidArgument(f"alert_after must be >= 1, got {alert_after!r}")
+    if not min_change >= 0.0 or math.isinf(min_change):
+        raise InvalidArgument(f"min_change must be a number >= 0, got {min_change!r}")
 
     needed = baseline if min_baseline is None else min_baseline
     if not 2 <= needed <= baseline:
@@ -339,8 +346,13 @@ def drift(
             current = x[i] if np.isnan(current) else ewma_alpha * x[i] + (1 - ewma_alpha) * current
         ewma[i] = current
         z[i] = _zscore(x[i], mean[i], std[i])
-        up = z[i] > z_threshold or ewma[i] > upper[i]
-        down = z[i] < -z_threshold or ewma[i] < lower[i]
+        least = min_change * abs(mean[i])
+        up = (z[i] > z_threshold and x[i] - mean[i] >= least) or (
+            ewma[i] > upper[i] and ewma[i] - mean[i] >= least
+        )
+        down = (z[i] < -z_threshold and mean[i] - x[i] >= least) or (
+            ewma[i] < lower[i] and mean[i] - ewma[i] >= least
+        )
         breach[i] = {"up": up, "down": down, "both": up or down}[direction]
         if not breach[i] and not np.isnan(x[i]):
             clean.append(float(x[i]))

@@ -6,6 +6,8 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
+from warehouse.query.drift import default_min_change
+from warehouse.query.registry import measure
 from warehouse.query.stats import (
     Difference,
     DriftResult,
@@ -462,6 +464,9 @@ def test_drift_a_nan_window_after_a_flat_baseline_has_no_z_and_does_not_breach()
         ({"alert_after": 0}, "alert_after"),
         ({"baseline": 4, "min_baseline": 1}, "min_baseline"),
         ({"baseline": 4, "min_baseline": 5}, "min_baseline"),
+        ({"min_change": -0.1}, "min_change"),
+        ({"min_change": float("nan")}, "min_change"),
+        ({"min_change": float("inf")}, "min_change"),
     ],
 )
 def test_drift_refuses_parameters_outside_their_ranges(arguments, named):
@@ -491,6 +496,31 @@ def test_quantile_difference_refuses_parameters_outside_their_ranges():
     assert one.low == one.high  # one resampled difference
     # Every resampled difference 0 counts on both sides: the p-value is capped at 1.
     assert quantile_difference(np.ones(5), np.ones(5), 0.5).p_value == 1.0
+
+
+def test_drift_a_minimum_change_keeps_small_clear_rises_from_breaching():
+    """A 6% rise over a tight baseline is statistically clear (z far past 3) and, with
+    ``min_change=0.1``, no breach; a 20% rise breaches either way, up or down."""
+    values = np.full(40, 100.0) + np.random.default_rng(5).normal(0, 0.5, 40)
+    small, large = values.copy(), values.copy()
+    small[20:30] += 6.0
+    large[20:30] += 20.0
+    assert drift(small).alert[22:30].all()
+    assert not drift(small, min_change=0.1).breach.any()
+    assert drift(large, min_change=0.1).alert[22:30].all()
+    falling = values.copy()
+    falling[20:30] -= 20.0
+    assert drift(falling, direction="down", min_change=0.1).alert[22:30].all()
+    assert not drift(falling, direction="down", min_change=0.25).breach.any()
+
+
+@pytest.mark.parametrize(
+    ("name", "floor"),
+    [("p95_ttft_ms", 0.1), ("p999_e2e_ms", 0.1), ("avg_tpot_ms", 0.1), ("attainment", 0.0),
+     ("error_rate", 0.0), ("kv_hit_ratio", 0.0), ("avg_prompt_tokens", 0.0)],
+)  # fmt: skip
+def test_a_latency_drifts_only_by_a_tenth_and_a_proportion_by_any_clear_change(name, floor):
+    assert default_min_change(measure(name)) == floor
 
 
 def test_drift_rejects_an_unknown_direction():
