@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlglot import exp
 
@@ -66,6 +66,7 @@ __all__ = [
 ]
 
 Filters = list[tuple[Dimension, list[Any]]]
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -80,13 +81,13 @@ class Statement:
 
     @classmethod
     def of(cls, tree: exp.Expr) -> Statement:
-        return cls(tree, trees.placeholders(tree), trees.rendered(tree, dialects.SOURCE))
+        return cls(tree, trees.placeholders(tree), dialects.render(tree, dialects.SOURCE))
 
     def render(self, dialect: str) -> str:
         if dialect == dialects.SOURCE:
             return self.sql
         if dialect not in self._texts:
-            self._texts[dialect] = trees.rendered(self.tree, dialect)
+            self._texts[dialect] = dialects.render(self.tree, dialect)
         return self._texts[dialect]
 
 
@@ -204,7 +205,7 @@ def compile_question(
     shape = _SHAPES.get(key)
     if shape is None:
         shape = _build(
-            question, capabilities, database, source, found, dims, measures, filters, local, listed
+            question, database, source, found, dims, measures, filters, composite, local, listed
         )
         _SHAPES.put(key, shape)
     parameters = _parameters(question, found, filters, kept, thresholds, composite, listed)
@@ -299,18 +300,18 @@ class _Shape:
     merged: _Merged | None
 
 
-class _Cache:
+class _Cache(Generic[T]):
     """Built shapes by key, forgotten all at once when full (shapes are few)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._found: dict[Hashable, Any] = {}
+        self._found: dict[Hashable, T] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> Any:
+    def get(self, key: Hashable) -> T | None:
         return self._found.get(key)
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: T) -> None:
         with self._lock:
             if len(self._found) >= self._size:
                 self._found.clear()
@@ -321,8 +322,8 @@ class _Cache:
             self._found.clear()
 
 
-_SHAPES = _Cache(2048)
-_VALUES = _Cache(256)
+_SHAPES: _Cache[_Shape] = _Cache(2048)
+_VALUES: _Cache[Statement] = _Cache(256)
 
 
 def forget_shapes() -> None:
@@ -354,18 +355,18 @@ def _source_key(source: RollupSource | None) -> Hashable:
 
 def _build(
     question: Question,
-    capabilities: Capabilities,
     database: str,
     source: RollupSource | None,
     found: Plan,
     dims: list[Dimension],
     measures: list[Measure],
     filters: Filters,
+    composite: bool,
     local: bool,
     listed: Mapping[str, list[int] | None],
 ) -> _Shape:
-    """The tree of a question of this shape, and what reading its answer needs."""
-    composite = source is not None and (len(found.pieces) > 1 or bool(question.spans))
+    """The tree of a question of this shape, and what reading its answer needs;
+    ``composite``: the range is read in pieces (or spans) of ``source``."""
     select: list[exp.Expr] = []
     group: list[tuple[str, exp.Expr]] = []
     spans = _span_lists(len(question.spans))
@@ -693,8 +694,8 @@ def _composite(
         if table == "requests":
             # A raw row's spans from its own time, not its minute's: a span may start
             # inside a minute.
-            keys = [("_spans", trees.rendered(spans, dialects.SOURCE))] if spans else []
-            text = source.rows(database, trees.rendered(condition, dialects.SOURCE), used, keys)
+            keys = [("_spans", dialects.render(spans, dialects.SOURCE))] if spans else []
+            text = source.rows(database, dialects.render(condition, dialects.SOURCE), used, keys)
             rows = trees.expression(text)
             assert isinstance(rows, exp.Query)
             if whole or spans is not None:
@@ -827,7 +828,7 @@ def _merged_here(
         condition = trees.and_([exp.paren(picked), *(term.copy() for term in terms)])
         if table == "requests":
             text = source.request_rows(
-                database, trees.rendered(condition, dialects.SOURCE), used, grouped
+                database, dialects.render(condition, dialects.SOURCE), used, grouped
             )
             rows = trees.expression(text)
             assert isinstance(rows, exp.Select)

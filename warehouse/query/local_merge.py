@@ -19,7 +19,7 @@ refuses anything else; a question with such a measure stays on the SQL path.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +40,6 @@ __all__ = [
     "columns_read",
     "merge_rows",
     "too_many_requests",
-    "used_columns",
 ]
 
 
@@ -313,12 +312,6 @@ def _row_value(node: exp.Expr) -> pl.Expr:
 
 def _is_zero(node: exp.Expr) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string and float(node.this) == 0
-
-
-def used_columns(columns: Sequence[str], sql: Sequence[str]) -> list[str]:
-    """The rollup ``columns`` that any of ``sql`` reads, in their order."""
-    read = {name for text in sql for name in columns_read(text)}
-    return [c for c in columns if c in read]
 
 
 @functools.lru_cache(maxsize=1024)

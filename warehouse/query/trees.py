@@ -25,7 +25,6 @@ __all__ = [
     "or_",
     "placeholder",
     "placeholders",
-    "rendered",
     "select",
     "table",
     "time_at",
@@ -119,8 +118,3 @@ def union_all(queries: Sequence[exp.Query]) -> exp.Query:
     for query in queries[1:]:
         found = exp.Union(this=found, expression=query, distinct=False)
     return found
-
-
-def rendered(tree: exp.Expr, dialect: str) -> str:
-    """``tree`` as SQL text for ``dialect``."""
-    return dialects.render(tree, dialect)
