@@ -14,9 +14,8 @@ END = datetime.now(UTC) - timedelta(minutes=2)
 INCIDENT = Incident("zone-ttft", at=0.6, length=0.3)  # zone sh-b
 
 
-@pytest.fixture
-def loaded(make_client):
-    client = make_client(slos="chat-assistant")
+def with_incident(client):
+    """``client``'s store with 5 hours of traffic and the TTFT incident, ending now."""
     client.app.store.insert_arrow(
         "requests",
         synthetic_requests(
@@ -25,6 +24,11 @@ def loaded(make_client):
         ),
     )  # fmt: skip
     return client
+
+
+@pytest.fixture
+def loaded(make_client):
+    return with_incident(make_client(slos="chat-assistant"))
 
 
 def test_the_overview_shows_health_and_the_slos_of_the_last_hours(loaded):
@@ -48,14 +52,7 @@ def test_the_overview_opens_with_the_slos_in_trouble_first_and_each_has_a_page(m
     comes before everything else, the first row is one that missed what it says, and
     it opens its page, whose headline names that. Which SLO that is, the traffic
     decides; the alerts' order is checked in tests/unit/test_report_headline.py."""
-    client = make_client()  # every shipped SLO
-    client.app.store.insert_arrow(
-        "requests",
-        synthetic_requests(
-            20_000, seed=5, start=END - timedelta(hours=5), span=timedelta(hours=5),
-            incidents=[INCIDENT],
-        ),
-    )  # fmt: skip
+    client = with_incident(make_client())  # every shipped SLO
     page = client.get("/").text
     table = page.index("<table class='slos'>")
     assert table < page.index("<h2>Receiver</h2>") < page.index("<section")
