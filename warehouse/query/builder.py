@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlglot import exp
 
+from warehouse.aggregates import position_columns
 from warehouse.errors import QueryError
 from warehouse.model import LATENCY_COLUMNS
 from warehouse.query import dialects, local_merge, trees
@@ -45,7 +46,6 @@ from warehouse.query.question import (
 )
 from warehouse.query.registry import Dimension, Measure, dimension, good_count, measure
 from warehouse.query.timerange import TimeRange
-from warehouse.rollup_measures import position_columns
 from warehouse.store.base import Capabilities, quote_identifier
 
 __all__ = [
@@ -413,7 +413,7 @@ def _build(
             for piece in position_columns(column, limit):
                 select.append(trees.expression(piece.merge))
                 checks.append(piece.name)
-    # The registry's stand-in for the count of good requests (registry.GOOD_COUNT), and
+    # A formula's stand-in for the count of good requests ({good_count:UInt64}), and
     # with spans, rates per second of each span's own length.
     good = _replace_placeholder("good_count", _good(source, question.thresholds, found.rollup))
     select = [item.transform(good, copy=False) for item in select]

@@ -3,7 +3,7 @@
 A question that an SLO's rollup answers in pieces (whole hours, whole minutes, raw rows
 for the ragged ends) is fetched as one ``UNION ALL`` of plain reads: the rollup rows of
 each piece as they are stored, and each request of the ragged ends as the rollup row it
-alone would make (:attr:`~warehouse.rollup_measures.RollupColumn.per_request`).
+alone would make (:attr:`~warehouse.aggregates.Aggregate.per_request`).
 The rows are then merged and the measures computed in the client, with polars and
 numpy. ClickHouse plans every read of a union anew, and planning the report's twenty-odd
 aggregates over each piece cost more than reading them (docs/benchmarks.md, "SLO
@@ -255,7 +255,8 @@ def aggregate(sql: str | exp.Expr) -> pl.Expr:
     rollup rows.
 
     ``sql`` is a measure's or a merge's rollup SQL: sums, maxima and minima of columns,
-    arithmetic, ``nullIf(x, 0)``, ``toFloat64``, ``arraySum(mapValues(histogram))``
+    arithmetic, ``nullIf(x, 0)``, ``coalesce(x, 0)``, ``toFloat64``,
+    ``arraySum(mapValues(histogram))``
     (read from the histogram's precomputed ``_total_`` column) and ``{seconds:Float64}``
     (the group's span length). Anything else raises :class:`Untranslatable`.
     """
@@ -289,6 +290,11 @@ def _translate(node: exp.Expr) -> pl.Expr:
     if isinstance(node, exp.Nullif) and _is_zero(node.expression):
         value = _translate(node.this)
         return pl.when(value != 0).then(value)
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "tofloat64":
+        [argument] = node.expressions
+        return _translate(argument).cast(pl.Float64)
+    if isinstance(node, exp.Coalesce) and [_is_zero(e) for e in node.expressions] == [True]:
+        return _translate(node.this).fill_null(0)  # keeps the value's type, as ClickHouse
     if isinstance(node, exp.Literal) and not node.is_string:
         return pl.lit(float(node.this))
     if isinstance(node, exp.Placeholder) and node.name == "seconds":

@@ -16,11 +16,11 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
+from warehouse.aggregates import BUILT_IN, check_prefix, rollup_columns
 from warehouse.model import ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMENSIONS
 from warehouse.query.question import Question
 from warehouse.query.registry import Dimension, Measure, good_count
 from warehouse.query.timerange import TimeRange
-from warehouse.rollup_measures import BUILT_IN, check_prefix, rollup_columns
 from warehouse.store.base import Capabilities, quote_identifier
 from warehouse.store.rollup_columns import bucket_rows
 
@@ -349,16 +349,9 @@ def _covers(
             or {k: float(v) for k, v in question.thresholds.items()} != dict(source.thresholds)
         ):
             return False
-        needed = _needed_columns(m)
-        if needed is None or not needed <= columns:
+        if not set(m.rollup_columns) <= columns:
             return False
     return all(f"{check_prefix(c, limit)}_n" in columns for c, limit in question.checks)
-
-
-def _needed_columns(m: Measure) -> set[str] | None:
-    """The rollup columns ``m`` reads; None when no rollup can answer it. The count of
-    good requests is left out: each rollup computes it from columns of its own."""
-    return None if m.rollup_columns is None else set(m.rollup_columns)
 
 
 def _span(span: TimeRange) -> str:
@@ -389,7 +382,7 @@ def _plan_built_in(
         if not dim.in_rollup:
             return raw(f"the rollups do not keep {dim.name}")
     for m in measures:
-        if m.rollup is None:
+        if not set(m.rollup_columns) <= set(BUILT_IN):
             return raw(f"the rollups cannot answer {m.name}")
     thresholds = {column: "0" for column in question.thresholds}
     if any(m.needs_thresholds for m in measures) and good_count(thresholds, rollup=True) is None:

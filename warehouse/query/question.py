@@ -56,7 +56,7 @@ class Question:
     ``other`` (to bound the cardinality of exported labels)."""
     checks: Sequence[tuple[str, float]] = ()
     """(latency column, limit) pairs whose position counts to return, for exact tests of
-    percentile objectives (see :func:`warehouse.rollup_measures.position_columns`);
+    percentile objectives (see :func:`warehouse.aggregates.position_columns`);
     only a rollup that keeps them (an SLO's) returns them."""
     spans: Sequence[TimeRange] = ()
     """Parts of ``range`` answered by the same query (an SLA report's burn windows): the

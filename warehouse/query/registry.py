@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from warehouse.errors import QueryError
+from warehouse.aggregates import HistogramCount, Read, aggregate, read
+from warehouse.errors import InvalidArgument, QueryError
 from warehouse.model import (
     BUCKET_GROWTH,
     BUCKET_MIN_MS,
@@ -106,95 +107,101 @@ def dimension_names() -> list[str]:
 
 @dataclass(frozen=True)
 class Measure:
-    """An aggregate figure, as raw SQL and (where the rollups hold it) rollup SQL.
+    """An aggregate figure: a formula over aggregates of requests.
 
-    ``{seconds:Float64}`` in the SQL is the length of the group's time span, and
-    ``{good_count}`` the count of requests within the thresholds (see :func:`good_count`).
+    The formula is ClickHouse SQL whose names are aggregates
+    (:func:`warehouse.aggregates.read`: ``requests``, ``errors``, ``ttft_ms_sum`` ...);
+    read over `requests` rows each becomes the aggregate itself, over rollup rows the
+    merge of the rollup column that keeps it. ``{seconds:Float64}`` in it is the length
+    of the group's time span, and ``{good_count:UInt64}`` the count of requests within
+    the thresholds (see :func:`good_count`). A percentile has no formula: the builder
+    computes all the levels asked of one latency in a single pass.
     """
 
     name: str
-    raw: str
-    rollup: str | None
+    formula: str
     column: str | None = None
     """The latency of a percentile measure (percentiles of one column share one pass)."""
     level: float | None = None
     """The quantile level of a percentile measure."""
-    needs_thresholds: bool = False
-    counts_below: bool = False
-    """Counts requests under a latency: from a rollup, in proportion within one bucket."""
 
     @property
     def is_percentile(self) -> bool:
         return self.level is not None
 
+    @property
+    def needs_thresholds(self) -> bool:
+        return not self.is_percentile and "good_count" in trees.placeholders(self._formula)
+
+    @property
+    def counts_below(self) -> bool:
+        """Counts requests under a latency: from a rollup, in proportion within one bucket."""
+        return any(isinstance(r, HistogramCount) and r.limit for r in self._reads.values())
+
     def tree(self, rollup: bool) -> exp.Expr:
         """Its SQL over raw rows, or over rollup rows, as a fresh tree to compose."""
-        sql = self.rollup if rollup else self.raw
-        if not sql:
-            raise QueryError(
-                f"{self.name} has no single expression over {'rollup' if rollup else 'raw'} rows"
-            )
-        return trees.expression(sql)
+        if self.is_percentile:
+            raise QueryError(f"{self.name} has no single expression: a percentile")
+        reads = self._reads
+
+        def substituted(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Column) and node.name in reads:
+                found = reads[node.name]
+                return trees.expression(found.over_rollup if rollup else found.over_requests)
+            return node
+
+        return self._formula.copy().transform(substituted, copy=False)
 
     @functools.cached_property
-    def rollup_columns(self) -> tuple[str, ...] | None:
-        """The rollup columns it reads, in the order its rollup SQL names them; None when
-        no rollup answers it. A percentile reads its latency's histogram."""
+    def rollup_columns(self) -> tuple[str, ...]:
+        """The rollup columns it reads, in the order its formula names them. A percentile
+        reads its latency's histogram, as does a count a histogram answers."""
         if self.is_percentile:
-            return (f"{self.column}_hist",) if self.rollup is not None else None
-        if self.rollup is None:
-            return None
-        found = self.tree(rollup=True).find_all(exp.Column, bfs=False)
-        return tuple(dict.fromkeys(c.name for c in found))
+            return (f"{self.column}_hist",)
+        return tuple(
+            dict.fromkeys(
+                r.kept_in if isinstance(r, HistogramCount) else r.name for r in self._reads.values()
+            )
+        )
+
+    @functools.cached_property
+    def _formula(self) -> exp.Expr:
+        return trees.expression(self.formula)
+
+    @functools.cached_property
+    def _reads(self) -> dict[str, Read]:
+        """The aggregates its formula names, by name."""
+        found: dict[str, Read] = {}
+        if self.is_percentile:
+            return found
+        for node in self._formula.find_all(exp.Column):
+            try:
+                found[node.name] = read(node.name)
+            except InvalidArgument as e:
+                raise QueryError(f"measure {self.name}: {e}") from None
+        return found
 
 
-def _ratio(numerator: str, denominator: str) -> str:
-    return f"{numerator} / nullIf({denominator}, 0)"
-
-
-_DECODING = "output_tokens > 1 AND e2e_ms > ttft_ms"
-
-MEASURES: dict[str, tuple[str, str | None]] = {
-    "count": ("count()", "sum(requests)"),
-    "error_count": ("countIf(status = 'error')", "sum(errors)"),
-    "rejection_count": ("countIf(status = 'rejected')", "sum(rejections)"),
-    "error_rate": (
-        _ratio("countIf(status = 'error')", "count()"),
-        _ratio("sum(errors)", "sum(requests)"),
-    ),
-    "rejection_rate": (
-        _ratio("countIf(status = 'rejected')", "count()"),
-        _ratio("sum(rejections)", "sum(requests)"),
-    ),
-    "rps": ("count() / {seconds:Float64}", "sum(requests) / {seconds:Float64}"),
+MEASURES: dict[str, str] = {
+    "count": "requests",
+    "error_count": "errors",
+    "rejection_count": "rejections",
+    "error_rate": "errors / nullIf(requests, 0)",
+    "rejection_rate": "rejections / nullIf(requests, 0)",
+    "rps": "requests / {seconds:Float64}",
     "kv_hit_ratio": (
-        _ratio("sum(toFloat64(cached_prompt_tokens))", "sum(toFloat64(prompt_tokens))"),
-        _ratio("sum(toFloat64(cached_prompt_tokens_sum))", "sum(toFloat64(prompt_tokens_sum))"),
+        "toFloat64(cached_prompt_tokens_sum) / nullIf(toFloat64(prompt_tokens_sum), 0)"
     ),
-    "decode_tps": (
-        "1000 * "
-        + _ratio(
-            f"sumIf(toFloat64(output_tokens) - 1, {_DECODING})",
-            f"sumIf(toFloat64(e2e_ms) - toFloat64(ttft_ms), {_DECODING})",
-        ),
-        "1000 * " + _ratio("sum(toFloat64(decode_tokens_sum))", "sum(decode_ms_sum)"),
-    ),
+    "decode_tps": "1000 * toFloat64(decode_tokens_sum) / nullIf(decode_ms_sum, 0)",
+    "attainment": "{good_count:UInt64} / nullIf(requests, 0)",
+    "goodput_rps": "{good_count:UInt64} / {seconds:Float64}",
+    "good_count": "{good_count:UInt64}",
 }
-"""The measures with a fixed name: (ClickHouse SQL over `requests` rows, SQL over rollup
-rows, or None where no rollup keeps what it reads). One entry is all a measure over these
-columns takes: the builder answers it from raw rows and from any rollup that keeps the
-columns its rollup SQL reads, on every store, in Grafana panels and in the client merge
-(tests/integration/query/test_a_new_measure.py adds one)."""
-
-GOOD_COUNT = "{good_count:UInt64}"
-"""Stands for the count of good requests in threshold measures (see :func:`good_count`):
-a placeholder the builder replaces by the count of the source it reads."""
-
-_THRESHOLD_MEASURES: dict[str, tuple[str, str]] = {
-    "attainment": (_ratio(GOOD_COUNT, "count()"), _ratio(GOOD_COUNT, "sum(requests)")),
-    "goodput_rps": (f"{GOOD_COUNT} / {{seconds:Float64}}", f"{GOOD_COUNT} / {{seconds:Float64}}"),
-    "good_count": (GOOD_COUNT, GOOD_COUNT),
-}
+"""The measures with a fixed name, each a formula over aggregates of requests
+(:func:`warehouse.aggregates.read`). One entry is all a measure takes: the builder
+answers it from raw rows and from any rollup that keeps the aggregates it names, on every
+store, in Grafana panels and in the client merge
+(tests/integration/test_a_new_measure.py adds one)."""
 
 _PERCENTILE = re.compile(r"^p(50|75|90|95|99|999)_(\w+)$")
 _COUNT_AT_MOST = re.compile(r"^count_(\w+?)_le_(\d{1,7})$")  # a name is a result column
@@ -205,51 +212,33 @@ def measure(name: str) -> Measure:
     if not isinstance(name, str):
         raise QueryError(f"bad measure {name!r}: expected a measure name such as p95_ttft_ms")
     if name in MEASURES:
-        return _fixed(name, *MEASURES[name])
+        return _fixed(name, MEASURES[name])
     return _measure(name)
 
 
 @functools.lru_cache(maxsize=256)
-def _fixed(name: str, raw: str, rollup: str | None) -> Measure:
-    return Measure(name, raw, rollup)
+def _fixed(name: str, formula: str) -> Measure:
+    return Measure(name, formula)
 
 
 @functools.lru_cache(maxsize=1024)
 def _measure(name: str) -> Measure:
-    if name in _THRESHOLD_MEASURES:
-        return Measure(name, *_THRESHOLD_MEASURES[name], needs_thresholds=True)
-    rollup: str | None
     match = _PERCENTILE.match(name)
     if match and match[2] in LATENCY_COLUMNS:
-        column = match[2]
-        # The SQL of a percentile is filled in by the builder, which computes all the
-        # levels asked of one column in a single quantiles(...) pass.
-        return Measure(
-            name, "", "" if column in ROLLUP_LATENCIES else None, column, PERCENTILES[match[1]]
-        )
-    if name.startswith("count_") and name[6:] in LATENCY_COLUMNS:
-        column = name[6:]
-        rollup = _histogram_count(column, None, False) if column in ROLLUP_LATENCIES else None
-        return Measure(name, f"count({column})", rollup)
+        return Measure(name, "", match[2], PERCENTILES[match[1]])
+    column = name.partition("_")[2]
+    if name.startswith("count_") and column in LATENCY_COLUMNS:
+        return Measure(name, f"{column}_count")
     match = _COUNT_AT_MOST.match(name)
     if match and match[1] in LATENCY_COLUMNS:
-        column, limit = match[1], match[2]
-        rollup = _histogram_count(column, limit, False) if column in ROLLUP_LATENCIES else None
-        return Measure(name, f"countIf({column} <= {limit})", rollup, counts_below=True)
-    if name.startswith("avg_") and name[4:] in LATENCY_COLUMNS:
-        column = name[4:]
-        rollup = (
-            _ratio(f"sum({column}_sum)", f"sum(arraySum(mapValues({column}_hist)))")
-            if column in ROLLUP_LATENCIES
-            else None
-        )
-        return Measure(name, f"avg(toFloat64({column}))", rollup)
-    if name.startswith("avg_") and name[4:] in TOKEN_COLUMNS:
-        return Measure(name, f"avg(toFloat64({name[4:]}))", None)
-    if name.startswith("sum_") and name[4:] in TOKEN_COLUMNS:
-        column = name[4:]
-        rollup = f"sum({column}_sum)" if column != "max_context_tokens" else None
-        return Measure(name, f"coalesce(sum(toUInt64({column})), 0)", rollup)
+        return Measure(name, f"{match[1]}_le_{match[2]}")
+    if name.startswith("avg_") and column in LATENCY_COLUMNS:
+        return Measure(name, f"{column}_sum / nullIf({column}_count, 0)")
+    if name.startswith("avg_") and column in TOKEN_COLUMNS:
+        return Measure(name, f"toFloat64({column}_sum) / nullIf({column}_count, 0)")
+    if name.startswith("sum_") and column in TOKEN_COLUMNS:
+        # A sum over no rows is NULL in DuckDB, 0 in ClickHouse: 0 on both.
+        return Measure(name, f"coalesce({column}_sum, 0)")
     raise QueryError(
         f"unknown measure {name!r}; known: {', '.join(measure_names())}, "
         f"p<q>_<latency> (q in {', '.join(PERCENTILES)}; latency in {', '.join(LATENCY_COLUMNS)}), "
@@ -259,7 +248,7 @@ def _measure(name: str) -> Measure:
 
 
 def measure_names() -> list[str]:
-    return [*MEASURES, *_THRESHOLD_MEASURES]
+    return [*MEASURES]
 
 
 def measures_of_every_family(limit_ms: int = 150) -> list[Measure]:
@@ -293,16 +282,17 @@ def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
             )
     if not rollup:
         return f"countIf({good_condition(thresholds)})"
-    ok = "(sum(requests) - sum(errors) - sum(rejections))"
+    ok = f"({' - '.join(aggregate(n).over_rollup for n in ('requests', 'errors', 'rejections'))})"
     if not thresholds:
         return ok
     if len(thresholds) != 1 or next(iter(thresholds)) not in ROLLUP_LATENCIES:
         return None
     [(column, limit)] = thresholds.items()
-    below = _histogram_count(column, limit, ok_only=True)
+    below = HistogramCount("good", column, limit, ok_only=True).over_rollup
     if column != "tpot_ms":
         return below
-    return f"({ok} - {_histogram_count(column, None, ok_only=True)} + {below})"
+    with_one = HistogramCount("timed", column, ok_only=True).over_rollup
+    return f"({ok} - {with_one} + {below})"
 
 
 def good_condition(thresholds: dict[str, str]) -> str:
@@ -312,23 +302,6 @@ def good_condition(thresholds: dict[str, str]) -> str:
         default = "true" if column == "tpot_ms" else "false"
         terms.append(f"coalesce({column} <= {limit}, {default})")
     return " AND ".join(terms)
-
-
-def _histogram_count(column: str, limit: str | None, ok_only: bool) -> str:
-    """ClickHouse SQL counting, from a group of rollup rows' histograms of ``column``, the
-    requests with a value (at most ``limit`` when given, the limit's own bucket counted in
-    proportion to where the limit falls in it); successful requests only with ``ok_only``.
-    """
-    # Histogram keys are bucket * 2 + ok: odd keys are successful requests' buckets.
-    weight = "c * (k % 2)" if ok_only else "c"
-    if limit is not None:
-        low = f"if(k < 2, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, intDiv(k, 2) - 1))"
-        high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, intDiv(k, 2))"
-        weight += f" * least(1., greatest(0., ({limit} - {low}) / ({high} - {low})))"
-    elif not ok_only:
-        return f"sum(arraySum(mapValues({column}_hist)))"
-    histogram = f"sumMap({column}_hist)"
-    return f"arraySum(arrayMap((k, c) -> {weight}, mapKeys({histogram}), mapValues({histogram})))"
 
 
 def histogram_quantile_sql(column: str, level: str) -> str:

@@ -29,6 +29,7 @@ from typing import Any, TypedDict
 import numpy as np
 import polars as pl
 
+from warehouse.aggregates import check_prefix, position_columns
 from warehouse.errors import QueryError
 from warehouse.query import slo_apply
 from warehouse.query.builder import (
@@ -44,7 +45,6 @@ from warehouse.query.run import execute, execute_all, submit
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.query.slo_rollup import SloRollup, percentile_verdicts
 from warehouse.query.timerange import TimeRange, ceil_to, parse_duration
-from warehouse.rollup_measures import check_prefix, position_columns
 from warehouse.store.base import Store
 
 __all__ = [

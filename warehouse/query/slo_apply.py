@@ -58,11 +58,7 @@ def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> li
     with on_cluster(store, config) as cluster:
         for slo in slos:
             rollup = SloRollup(slo)
-            if not rollup.covered:
-                done.append(
-                    Applied(slo.name, rollup.table, "not built: an objective needs raw rows")
-                )
-            elif _complete(store, rollup):
+            if _complete(store, rollup):
                 done.append(Applied(slo.name, rollup.table, "up to date"))
             elif not store.capabilities.materialized_views:  # the rollup is a view
                 slo_rollups.build_view(
@@ -83,7 +79,7 @@ def apply(store: Store, slos: Sequence[SLO], config: Config | None = None) -> li
 def find(store: Store, slo: SLO) -> SloRollup | None:
     """The SLO's complete rollup of its current version on ``store``, if there is one."""
     rollup = SloRollup(slo)
-    return rollup if rollup.covered and still_complete(store, rollup) else None
+    return rollup if still_complete(store, rollup) else None
 
 
 def found_before(store: Store, slo: SLO) -> SloRollup | None:

@@ -4,7 +4,7 @@ An SLO's rollup keeps, per minute and group of its dimensions, the valid request
 probes) within its scope: ``requests``, ``errors``, ``rejections`` and ``good`` (ok and
 within every per-request threshold) as exact counts, and for each objective what it
 needs: a latency histogram and the position counts of each percentile objective's limit
-(:func:`warehouse.rollup_measures.position_columns`), so that whether
+(:func:`warehouse.aggregates.position_columns`), so that whether
 ``p95(ttft_ms) <= 200`` holds over any set of minutes is decided exactly; sums for
 averages, the KV-cache hit ratio and decode speed. Its name carries a version, a hash of
 all that shapes its rows: changing a threshold makes a new rollup (docs/slo-rollups.md).
@@ -23,17 +23,16 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 
+from warehouse.aggregates import Aggregate, aggregate, check_prefix, position_columns
 from warehouse.query import dialects
 from warehouse.query.builder import RollupSource, quote_identifier
 from warehouse.query.local_merge import columns_read
 from warehouse.query.registry import (
     dimension,
     good_condition,
-    good_count,
     measure,
 )
 from warehouse.query.slo import OPERATORS, SLO, Objective
-from warehouse.rollup_measures import RollupColumn, check_prefix, position_columns, rollup_column
 from warehouse.store.base import Capabilities, quote_string
 from warehouse.store.rollup_columns import REQUEST_COLUMN_TYPES, bucket_rows, request_rows
 from warehouse.store.slo_rollups import RollupTable, RollupTables, storage_definition
@@ -75,20 +74,15 @@ class SloRollup:
         return tuple(dict.fromkeys(found))
 
     @functools.cached_property
-    def columns(self) -> tuple[RollupColumn, ...]:
+    def columns(self) -> tuple[Aggregate, ...]:
         names = [*_COUNTS]
         for name in self.slo.measures:
-            names += _columns_of(name) or []  # an uncovered SLO still names its table
-        pieces = [rollup_column(name) for name in dict.fromkeys(names)]
+            names += measure(name).rollup_columns
+        pieces = [aggregate(name) for name in dict.fromkeys(names)]
         pieces.insert(3, self._good())
         for column, limit in self.checks:
             pieces += position_columns(column, limit)
         return tuple(pieces)
-
-    @property
-    def covered(self) -> bool:
-        """Whether every objective can be answered from the rollup."""
-        return all(_columns_of(name) is not None for name in self.slo.measures)
 
     @property
     def definition(self) -> dict[str, object]:
@@ -299,7 +293,7 @@ class SloRollup:
         return found
 
     @property
-    def view_columns(self) -> tuple[RollupColumn, ...]:
+    def view_columns(self) -> tuple[Aggregate, ...]:
         """What its DuckDB view holds: every column but the latency histograms, which
         only ClickHouse's map aggregates merge."""
         return tuple(c for c in self.columns if not c.name.endswith("_hist"))
@@ -329,25 +323,9 @@ class SloRollup:
             raw_by_hour=view,
         )
 
-    def _good(self) -> RollupColumn:
+    def _good(self) -> Aggregate:
         limits = {column: repr(float(limit)) for column, limit in self.slo.thresholds.items()}
-        return RollupColumn(
-            "good",
-            "SimpleAggregateFunction(sum, UInt64)",
-            f"{good_count(limits, rollup=False)} AS good",
-            "sum(good) AS good",
-            f"toUInt64({good_condition(limits)})",
-        )
-
-
-def _columns_of(name: str) -> list[str] | None:
-    """The rollup columns a measure reads (as the registry defines its rollup form), or
-    None when no rollup column can answer it. A percentile reads its latency's
-    histogram, which an SLO's rollup keeps for any latency."""
-    m = measure(name)
-    if m.is_percentile:
-        return [f"{m.column}_hist"]
-    return None if m.rollup_columns is None else list(m.rollup_columns)
+        return Aggregate("good", "count", where=good_condition(limits))
 
 
 def _percentile(objective: Objective) -> tuple[str, float] | None:

@@ -19,11 +19,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from warehouse.aggregates import BUILT_IN, DECODING, clickhouse_bucket, rollup_columns
 from warehouse.config import Config
 from warehouse.errors import ChecksumMismatch, MigrationError, StoreError
 from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS, ROLLUP_LATENCIES
 from warehouse.resources import shipped_dir
-from warehouse.rollup_measures import BUILT_IN, DECODING, clickhouse_bucket, rollup_columns
 from warehouse.store.base import Store
 
 __all__ = [
@@ -52,7 +52,7 @@ def _duckdb_bucket(column: str) -> str:
 
 def _clickhouse_rollup(source: str) -> str:
     """The measure columns of a rollup row (0012), from `requests` rows or from rollup rows
-    (see :mod:`warehouse.rollup_measures`). What a migration already applied
+    (see :mod:`warehouse.aggregates`). What a migration already applied
     computes must not change: a new shape is a new migration with a new macro. A cheaper
     way to the same values may replace the rendering, with a migration that brings the
     existing views to it (0018 did so for the histograms)."""

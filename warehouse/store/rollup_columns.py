@@ -1,7 +1,7 @@
 """Rollup rows and request columns as ClickHouse SQL, for the rollups' views and tables.
 
 What each measure column holds, fills and merges is defined in
-:mod:`warehouse.rollup_measures`; here those columns become the SQL of rollup rows
+:mod:`warehouse.aggregates`; here those columns become the SQL of rollup rows
 (per time bucket from `requests`, or one per request), and the `requests` columns an
 SLO's own table keeps get their ClickHouse types.
 """
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from warehouse.aggregates import Aggregate
 from warehouse.errors import InvalidArgument
 from warehouse.model import REQUESTS_SCHEMA
-from warehouse.rollup_measures import RollupColumn
 
 __all__ = ["REQUEST_COLUMN_TYPES", "bucket_rows", "request_rows"]
 
@@ -22,7 +22,7 @@ __all__ = ["REQUEST_COLUMN_TYPES", "bucket_rows", "request_rows"]
 def bucket_rows(
     source: str,
     dimensions: Sequence[str],
-    columns: Sequence[RollupColumn],
+    columns: Sequence[Aggregate],
     where: Sequence[str] = (),
     keys: Sequence[tuple[str, str]] = (),
     bucket: str = "toStartOfMinute(ts)",
@@ -47,12 +47,12 @@ def bucket_rows(
 def request_rows(
     source: str,
     dimensions: Sequence[str],
-    columns: Sequence[RollupColumn],
+    columns: Sequence[Aggregate],
     where: Sequence[str] = (),
 ) -> str:
     """ClickHouse SQL of the `requests` rows at ``source`` that every condition of
     ``where`` picks, each as the rollup row it alone would make: its own ``ts``, the
-    ``dimensions``, and each column's :attr:`~RollupColumn.per_request` value."""
+    ``dimensions``, and each column's :attr:`~Aggregate.per_request` value."""
     select = ", ".join(["ts", *dimensions, *(f"{c.per_request} AS {c.name}" for c in columns)])
     condition = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {select} FROM {source}{condition}"

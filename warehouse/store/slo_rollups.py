@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
+from warehouse.aggregates import Aggregate
 from warehouse.errors import StoreError
-from warehouse.rollup_measures import RollupColumn
 from warehouse.store.base import Store, quote_identifier, quote_string
 from warehouse.store.cluster_ddl import LOCAL_SUFFIX
 from warehouse.store.cluster_migrations import ClusterMigrator
@@ -92,7 +92,7 @@ class RollupTable:
     name: str
     dimensions: tuple[str, ...]
     """What its rows group by (and its sort key after ``ts``); none for totals."""
-    columns: tuple[RollupColumn, ...] = ()
+    columns: tuple[Aggregate, ...] = ()
     """Its measure columns, for a table of rows per time bucket."""
     grain: timedelta | None = None
     """Its time bucket; None for a table of requests, one row each."""

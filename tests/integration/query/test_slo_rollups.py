@@ -22,6 +22,7 @@ from days import at
 from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
+from warehouse.aggregates import BUILT_IN, rollup_columns
 from warehouse.api import Warehouse
 from warehouse.cli import app
 from warehouse.query import local_merge, run, slo_apply
@@ -30,7 +31,6 @@ from warehouse.query.run import ask
 from warehouse.query.slo import load_slo, parse_slo
 from warehouse.query.slo_rollup import SloRollup
 from warehouse.query.timerange import TimeRange
-from warehouse.rollup_measures import BUILT_IN, rollup_columns
 from warehouse.store.rollup_columns import bucket_rows, request_rows
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident

@@ -10,11 +10,13 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+from sqlglot import exp
 
+from warehouse.aggregates import BUILT_IN
 from warehouse.model import fold_histogram, histogram_quantiles
-from warehouse.query import local_merge
+from warehouse.query import local_merge, trees
 from warehouse.query.local_merge import LocalMerge, Untranslatable, aggregate, merge_rows
-from warehouse.query.registry import GOOD_COUNT, measure, measures_of_every_family
+from warehouse.query.registry import Measure, measure, measures_of_every_family
 
 T0 = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
 MS = int(T0.timestamp() * 1000)
@@ -43,12 +45,19 @@ def quantile(histogram: Counter, level: float) -> float:
     return float(histogram_quantiles(*folded, [level])[0, 0])
 
 
-MEASURES = (
-    ("count", measure("count").rollup),
-    ("attainment", (measure("attainment").rollup or "").replace(GOOD_COUNT, "sum(good)")),
-    ("goodput_rps", (measure("goodput_rps").rollup or "").replace(GOOD_COUNT, "sum(good)")),
-    ("count_ttft_ms", measure("count_ttft_ms").rollup),
-)
+def rolled(m: Measure) -> exp.Expr:
+    """``m`` over rollup rows whose own column ``good`` counts the good requests."""
+
+    def good(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Placeholder) and node.name == "good_count":
+            return trees.expression("sum(good)")
+        return node
+
+    return m.tree(rollup=True).transform(good)
+
+
+ASKED = ("count", "attainment", "goodput_rps", "count_ttft_ms")
+MEASURES = tuple((name, rolled(measure(name))) for name in ASKED)
 
 
 def test_measures_spans_and_groups_merge_as_sums_and_merged_histograms():
@@ -61,7 +70,7 @@ def test_measures_spans_and_groups_merge_as_sums_and_merged_histograms():
     merge = LocalMerge(
         columns=("span", "model", "count", "attainment", "goodput_rps", "count_ttft_ms", "p50"),
         dimensions=("model",),
-        aggregates=tuple((n, sql) for n, sql in MEASURES if sql),
+        aggregates=MEASURES,
         percentiles=(("p50", "ttft_ms_hist", 0.5),),
         spans=((MS + 60_000, MS + 7200_000),),
         seconds=7200.0,
@@ -102,7 +111,12 @@ def test_time_buckets_start_at_multiples_of_their_interval_since_the_epoch():
     assert merge_rows(data, merge).rows() == expected
 
 
-SUMMED = [m for m in measures_of_every_family() if m.rollup and not m.counts_below]
+IN_ROLLUPS = [
+    m
+    for m in measures_of_every_family()
+    if not m.is_percentile and set(m.rollup_columns) <= set(BUILT_IN)
+]
+SUMMED = [m for m in IN_ROLLUPS if not m.counts_below]
 
 
 @pytest.mark.parametrize("m", SUMMED, ids=[m.name for m in SUMMED])
@@ -110,18 +124,18 @@ def test_every_measure_a_rollup_sums_is_computed_here(m):
     """Every measure of the registry that a rollup holds as sums stays off the SQL path:
     a new measure, or a parser upgrade that read one of their functions differently,
     fails here rather than falling back to the slower path in silence."""
-    aggregate(m.rollup.replace(GOOD_COUNT, "sum(good)"))
+    aggregate(rolled(m))
 
 
 def test_only_counts_under_a_latency_and_percentiles_are_left_to_the_server():
     """Counts under a latency share a bucket in proportion, which the client does not
     do; percentiles are read from merged histograms, not as aggregates."""
-    left = {m.name for m in measures_of_every_family() if m.rollup and m not in SUMMED}
+    left = {m.name for m in IN_ROLLUPS if m not in SUMMED}
     assert left and all(re.fullmatch(r"count_\w+_le_150", name) for name in left)
-    for m in measures_of_every_family():
-        if m.counts_below and m.rollup:
+    for m in IN_ROLLUPS:
+        if m.counts_below:
             with pytest.raises(Untranslatable):
-                aggregate(m.rollup)
+                aggregate(m.tree(rollup=True))
 
 
 def test_sparse_histograms_merge_as_dense_ones(monkeypatch):
@@ -201,11 +215,11 @@ def test_ratios_of_nothing_are_null_not_an_error():
     frame = pl.DataFrame(
         {"errors": [0, 0], "requests": [0, 0]}, schema={"errors": pl.UInt64, "requests": pl.UInt64}
     )
-    found = frame.select(aggregate(measure("error_rate").rollup or ""))
+    found = frame.select(aggregate(measure("error_rate").tree(rollup=True)))
     assert found.item() is None
 
 
-@pytest.mark.parametrize("name", ["count_ttft_ms_le_150", "p95_ttft_ms"])
-def test_what_the_client_cannot_compute_is_refused(name):
+@pytest.mark.parametrize("sql", ["count_ttft_ms_le_150", "quantileExact(0.95)(ttft_ms)"])
+def test_what_the_client_cannot_compute_is_refused(sql):
     with pytest.raises(Untranslatable):
-        aggregate(measure(name).rollup or "quantileExact(0.95)(ttft_ms)")
+        aggregate(measure(sql).tree(rollup=True) if "(" not in sql else sql)

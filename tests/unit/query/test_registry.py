@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp
 
+from warehouse.aggregates import BUILT_IN
 from warehouse.errors import QueryError
 from warehouse.model import LATENCY_COLUMNS, ROLLUP_LATENCIES, TOKEN_COLUMNS
-from warehouse.query.registry import PERCENTILES, dimension, good_count, measure
+from warehouse.query.registry import PERCENTILES, Measure, dimension, good_count, measure
 
 
 @pytest.mark.parametrize("digits", ["50", "75", "90", "95", "99", "999"])
@@ -18,32 +19,43 @@ def test_a_percentile_measure_is_the_quantile_its_digits_name(digits):
     for column in LATENCY_COLUMNS:
         asked = measure(f"p{digits}_{column}")
         assert (asked.level, asked.column, asked.is_percentile) == (level, column, True)
-        assert (asked.rollup is not None) == (column in ROLLUP_LATENCIES)
+        assert asked.rollup_columns == (f"{column}_hist",)
+        assert built_in(asked) == (column in ROLLUP_LATENCIES)
 
 
-def test_averages_and_sums_read_their_own_column():
+def built_in(m: Measure) -> bool:
+    """Whether the built-in rollups keep every column ``m`` reads."""
+    return set(m.rollup_columns) <= set(BUILT_IN)
+
+
+def test_averages_and_sums_read_the_aggregates_of_their_own_column():
     for column in LATENCY_COLUMNS:
         average = measure(f"avg_{column}")
-        assert average.raw == f"avg(toFloat64({column}))"
-        assert (average.rollup is not None) == (column in ROLLUP_LATENCIES)
-        assert average.rollup is None or f"sum({column}_sum)" in average.rollup
+        # The count of requests with a latency comes from its histogram.
+        assert average.rollup_columns == (f"{column}_sum", f"{column}_hist")
+        assert built_in(average) == (column in ROLLUP_LATENCIES)
     for column in TOKEN_COLUMNS:
-        assert measure(f"avg_{column}").raw == f"avg(toFloat64({column}))"
+        assert measure(f"avg_{column}").rollup_columns == (f"{column}_sum", f"{column}_count")
         total = measure(f"sum_{column}")
-        assert f"sum(toUInt64({column}))" in total.raw
-        # The rollups keep sums of every token count but the context window.
-        assert (total.rollup is None) == (column == "max_context_tokens")
+        assert total.rollup_columns == (f"{column}_sum",)
+        # The built-in rollups keep sums of every token count but the context window.
+        assert built_in(total) == (column != "max_context_tokens")
     assert not measure("avg_ttft_ms").is_percentile and not measure("count").needs_thresholds
 
 
-def test_counts_of_requests_with_a_latency_and_under_a_limit():
-    assert measure("count_ttft_ms").raw == "count(ttft_ms)"
-    assert measure("count_ttft_ms").rollup == "sum(arraySum(mapValues(ttft_ms_hist)))"
+def test_counts_of_requests_with_a_latency_and_under_a_limit_read_its_histogram():
+    assert measure("count_ttft_ms").rollup_columns == ("ttft_ms_hist",)
+    assert not measure("count_ttft_ms").counts_below
     below = measure("count_e2e_ms_le_2500")
-    assert below.raw == "countIf(e2e_ms <= 2500)" and below.counts_below
-    assert below.rollup is not None and "(2500 - if(k < 2" in below.rollup
-    assert "k % 2" not in below.rollup  # every status, not only successful requests
-    assert measure("count_itl_p99_ms_le_40").rollup is None  # the rollups keep no ITL
+    assert below.rollup_columns == ("e2e_ms_hist",) and below.counts_below
+    # every status, not only successful requests' odd keys
+    assert not list(below.tree(rollup=True).find_all(exp.Mod))
+    assert not built_in(measure("count_itl_p99_ms_le_40"))  # the rollups keep no ITL
+
+
+def test_a_formula_naming_no_aggregate_is_an_error():
+    with pytest.raises(QueryError, match="measure broken: no aggregate 'status'"):
+        Measure("broken", "status / nullIf(requests, 0)").tree(rollup=False)
 
 
 @pytest.mark.parametrize(

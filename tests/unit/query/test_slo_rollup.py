@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 
+from warehouse.aggregates import check_prefix
 from warehouse.query.builder import Question, compile_question
 from warehouse.query.slo import parse_objective, parse_slo
 from warehouse.query.slo_rollup import SloRollup, percentile_verdicts
 from warehouse.query.timerange import TimeRange
 from warehouse.query.trees import placeholders
-from warehouse.rollup_measures import check_prefix
 from warehouse.store.clickhouse import SERVER as CLICKHOUSE
 
 CHAT = """
@@ -180,14 +180,13 @@ def test_buckets_of_seconds_read_raw_rows_and_buckets_of_minutes_the_totals_per_
     assert f"{rollup.table}_1s_total" in in_windows and in_windows[-1] == "requests"
 
 
-def test_an_objective_no_rollup_column_answers_leaves_the_slo_uncovered():
+def test_an_objective_on_any_measure_is_kept_by_the_aggregates_its_formula_names():
+    """avg(prompt_tokens) is no column of the built-in rollups: the SLO's rollup keeps
+    the sum and the count its formula reads."""
     slo = parse_slo(CHAT + '\n[[objectives]]\nobjective = "avg(prompt_tokens) <= 900"\n')
-    assert SloRollup(parse_slo(CHAT)).covered and not SloRollup(slo).covered
-
-
-def test_an_uncovered_slo_still_names_the_table_apply_reports_as_not_built():
-    slo = parse_slo(CHAT + '\n[[objectives]]\nobjective = "avg(prompt_tokens) <= 900"\n')
-    assert SloRollup(slo).table.startswith("slo_")
+    kept = [c.name for c in SloRollup(slo).columns]
+    assert {"prompt_tokens_sum", "prompt_tokens_count"} <= set(kept)
+    assert "prompt_tokens_count" not in {c.name for c in SloRollup(parse_slo(CHAT)).columns}
 
 
 # Values on a coarse grid, so that ties with each other and with the limit are common.
