@@ -32,9 +32,9 @@ perfectly regular timestamps. The samples start at 06:00 UTC the day before, so 
 each store keeps them in one day (llmwh's partition) and Prometheus in 2-hour blocks.
 
 The samples are sent as remote-write 1.0 bodies of 500 samples (benchmarks/remote_write.py
-builds and sends them), each connection owning a slice of the series and sending them in
-time order, as a Prometheus shard does, to each receiver in turn, fresh in a temporary
-directory:
+sends them, benchmarks/disk_bytes.py measures what was stored), each connection owning a
+slice of the series and sending them in time order, as a Prometheus shard does, to each
+receiver in turn, fresh in a temporary directory:
 
 * ``llmwh serve`` on the embedded ClickHouse, defaults. Then ``OPTIMIZE ... FINAL`` of
   every table holding samples; the bytes are the active parts' ``bytes_on_disk``
@@ -62,15 +62,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import struct
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import disk_bytes
 import numpy as np
 from remote_write import (
     SAMPLES_PER_BODY,
@@ -83,16 +84,13 @@ from remote_write import (
 )
 
 from warehouse.errors import StoreError
-from warehouse.store import open_store
 from warehouse.store.base import Store
-from warehouse.store.embedded import server_status
 
 STEP_MS = 15_000
 RECEIVERS = ("llmwh", "prometheus", "victoria-metrics")
 TOLERANCE_MS = 2
 """Prometheus 2.42 snaps a scrape's timestamp to the interval when within this much."""
 SEND_SECONDS = 3_600.0
-MERGE_TIMEOUT_S = 600.0
 SAMPLE_TABLES = ("samples", "series", "sample_starts", "histogram_samples")
 """llmwh's tables that hold remote-written float samples and their series."""
 
@@ -556,100 +554,19 @@ def build_lanes(targets: list[Target], connections: int) -> list[list[bytes]]:
 # -- receivers ---------------------------------------------------------------------------
 
 
-class _Receiver(Receiver):
-    """remote_write.py's receivers; Prometheus with its admin API (for the snapshot)."""
-
-    def command(self) -> tuple[list[str], str]:
-        argv, ready = super().command()
-        if self.name == "prometheus":
-            argv.append("--web.enable-admin-api")
-        return argv, ready
-
-
-def _get(url: str, method: str = "GET", timeout: float = 600) -> bytes:
-    request = urllib.request.Request(url, method=method)
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.read()
-
-
-def _file_bytes(path: Path) -> int:
-    """Sizes of the files under ``path`` (each inode once)."""
-    seen, total = set(), 0
-    for f in path.rglob("*"):
-        if f.is_file() and not f.is_symlink():
-            st = f.stat()
-            if (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_size
-    return total
-
-
-def _wait_committed(port: int, timeout: float = 300) -> None:
-    """With a write-ahead log (if this llmwh has one on), wait until it is inserted."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        lines = _get(f"http://127.0.0.1:{port}/metrics", timeout=10).decode().splitlines()
-        pending = [ln for ln in lines if ln.startswith("llmwh_receiver_wal_pending_bytes ")]
-        if not pending or float(pending[0].split()[1]) == 0:
-            return
-        time.sleep(0.2)
-    raise RuntimeError("the write-ahead log still held writes")
-
-
-def measure_llmwh(receiver: Receiver, sent: int) -> dict:
-    _wait_committed(receiver.port)
-    info = server_status(receiver.root / "data")
-    if info is None:
-        raise RuntimeError("the embedded ClickHouse is not running")
-    store = open_store(info.store_url())
-    db = store.database
+def measure_llmwh(root: Path, port: int, sent: int) -> dict:
+    result = disk_bytes.llmwh(root, port, SAMPLE_TABLES)
+    store = disk_bytes.llmwh_store(root)
     try:
-        for table in SAMPLE_TABLES:
-            store.command(f"OPTIMIZE TABLE {db}.{table} FINAL")
-        stored = store.query_arrow(f"SELECT count() AS n FROM {db}.samples FINAL").to_pylist()[0][
-            "n"
-        ]
-        tables = _table_bytes(store, db, SAMPLE_TABLES)
-        columns = _column_bytes(store, db, SAMPLE_TABLES)
-        result = {
-            "receiver": "llmwh",
-            "stored_samples": int(stored),
-            "tables": tables,
-            "columns": columns,
-            "bytes": sum(t["bytes"] for t in tables.values()),
-            "samples_bytes": tables.get("samples", {}).get("bytes", 0),
-        }
+        db = store.database
+        stored = store.query_arrow(f"SELECT count() AS n FROM {db}.samples FINAL").column("n")
+        result["stored_samples"] = int(stored[0].as_py())
+        result["columns"] = disk_bytes.column_bytes(store, SAMPLE_TABLES)
         if ARGS.candidates:
             result["candidates"] = measure_candidates(store, db, sent)
         return result
     finally:
         store.close()
-
-
-def _table_bytes(store: Store, db: str, tables: tuple[str, ...]) -> dict[str, dict]:
-    rows = store.query_arrow(
-        "SELECT table, sum(bytes_on_disk) AS bytes, sum(rows) AS rows, count() AS parts, "
-        "sum(data_compressed_bytes) AS compressed, sum(data_uncompressed_bytes) AS raw "
-        "FROM system.parts WHERE active AND database = {db:String} "
-        "AND has({t:Array(String)}, table) "
-        "GROUP BY table",
-        {"db": db, "t": list(tables)},
-    ).to_pylist()
-    return {r.pop("table"): {k: int(v) for k, v in r.items()} for r in rows}
-
-
-def _column_bytes(store: Store, db: str, tables: tuple[str, ...]) -> list[dict]:
-    rows = store.query_arrow(
-        "SELECT table, column, any(type) AS type, sum(column_data_compressed_bytes) AS compressed, "
-        "sum(column_data_uncompressed_bytes) AS raw, sum(column_bytes_on_disk) AS bytes "
-        "FROM system.parts_columns WHERE active AND database = {db:String} "
-        "AND has({t:Array(String)}, table) GROUP BY table, column ORDER BY table, column",
-        {"db": db, "t": list(tables)},
-    ).to_pylist()
-    return [
-        {**r, "compressed": int(r["compressed"]), "raw": int(r["raw"]), "bytes": int(r["bytes"])}
-        for r in rows
-    ]
 
 
 # -- candidates for `samples` ------------------------------------------------------------
@@ -673,6 +590,8 @@ class Candidate:
     """``value`` read back."""
     source: str = "{db}.samples"
     """What ``select`` reads (a subquery may add columns)."""
+    settings: str = ""
+    """Table settings beside ``index_granularity``."""
 
     def ddl(self, table: str) -> str:
         values = self.columns or f"value Float64 CODEC({self.value})"
@@ -680,7 +599,7 @@ class Candidate:
             f"CREATE TABLE {table} (id {self.id}, "
             f"timestamp DateTime64(3, 'UTC') CODEC({self.timestamp}), {values}) "
             f"ENGINE = ReplacingMergeTree PARTITION BY toDate(timestamp) ORDER BY ({self.order}) "
-            "SETTINGS index_granularity = 8192"
+            f"SETTINGS index_granularity = 8192{', ' + self.settings if self.settings else ''}"
         )
 
 
@@ -724,6 +643,12 @@ CANDIDATES = [
     Candidate("timestamp DoubleDelta", timestamp="DoubleDelta"),
     Candidate("timestamp DoubleDelta, ZSTD(3)", timestamp="DoubleDelta, ZSTD(3)"),
     Candidate("id ZSTD(1)", id="UUID CODEC(ZSTD(1))"),
+    Candidate(
+        "0022 with ZSTD(9)",
+        id="UUID CODEC(ZSTD(1))",
+        timestamp="Delta, ZSTD(9)",
+        value="Delta, ZSTD(9)",
+    ),
     Candidate("time first (timestamp, id)", order="timestamp, id"),
     Candidate("hour first (hour, id, timestamp)", order="toStartOfHour(timestamp), id, timestamp"),
     Candidate(
@@ -731,6 +656,22 @@ CANDIDATES = [
         id="UUID CODEC(ZSTD(1))",
         timestamp="Delta, ZSTD(1)",
         value="Delta, ZSTD(3)",
+    ),
+    # Larger compressed blocks: with the key's random series order, a block of a few MB
+    # holds several series of each target, which share their scrapes' timestamps and
+    # often their values' shapes (a histogram's buckets, a node's CPU modes), so ZSTD
+    # finds one series in another.
+    *(
+        Candidate(
+            f"0022 + blocks of {mb} MB, ZSTD({level})",
+            id="UUID CODEC(ZSTD(1))",
+            timestamp=f"Delta, ZSTD({level})",
+            value=f"Delta, ZSTD({level})",
+            settings=(
+                f"min_compress_block_size = {mb * 2**20}, max_compress_block_size = {mb * 2**20}"
+            ),
+        )
+        for mb, level in ((4, 3), (16, 3), (4, 9), (16, 9), (64, 9), (16, 15))
     ),
     # Designs that change the type of `value` (not shippable as a codec change: every
     # writer and reader of `value` would change). Integral values in an Int64 (counters,
@@ -784,6 +725,23 @@ CANDIDATES = [
 ]
 
 
+def _series_read_ms(store: Store, table: str, read: str, runs: int = 7) -> float:
+    """Median time to read one series' samples (seven series in turn), on the server."""
+    ids = store.query_arrow(
+        f"SELECT id FROM {table} GROUP BY id ORDER BY cityHash64(id) LIMIT {runs}"
+    ).column("id")
+    times = []
+    for uid in ids.to_pylist():
+        started = time.perf_counter()
+        store.query_arrow(
+            f"SELECT timestamp, {read} AS value FROM {table} FINAL WHERE id = {{id:UUID}} "
+            "ORDER BY timestamp",
+            {"id": str(uid)},
+        )
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
 def measure_candidates(store: Store, db: str, sent: int) -> list[dict]:
     """Each candidate's bytes a sample on llmwh's own samples, merged like them."""
     check = (
@@ -798,6 +756,7 @@ def measure_candidates(store: Store, db: str, sent: int) -> list[dict]:
         local = f"bps_candidate_{k}"
         table = f"{db}.{local}"
         store.command(f"DROP TABLE IF EXISTS {table}")
+        started = time.perf_counter()
         try:
             store.command(candidate.ddl(table))
             store.command(
@@ -808,9 +767,11 @@ def measure_candidates(store: Store, db: str, sent: int) -> list[dict]:
             out.append({"candidate": candidate.name, "error": str(exc).splitlines()[0][:160]})
             continue
         store.command(f"OPTIMIZE TABLE {table} FINAL")
+        write_s = time.perf_counter() - started
         answer = store.query_arrow(check.format(t=table, value=candidate.read)).to_pylist()[0]
-        bytes_ = _table_bytes(store, db, (local,))[local]
-        cols = {c["column"]: c["bytes"] for c in _column_bytes(store, db, (local,))}
+        read_ms = _series_read_ms(store, table, candidate.read)
+        bytes_ = disk_bytes.table_bytes(store, (local,))[local]
+        cols = {c["column"]: c["bytes"] for c in disk_bytes.column_bytes(store, (local,))}
         values = sum(b for c, b in cols.items() if c not in ("id", "timestamp"))
         out.append(
             {
@@ -822,95 +783,33 @@ def measure_candidates(store: Store, db: str, sent: int) -> list[dict]:
                     "value": values / sent,
                 },
                 "same_samples": answer == reference,
+                "write_s": round(write_s, 1),
+                "series_read_ms": round(read_ms, 1),
             }
         )
         _log(
             f"  candidate {candidate.name}: {bytes_['bytes'] / sent:.3f} bytes/sample, "
-            f"same: {answer == reference}"
+            f"same: {answer == reference}, insert+merge {write_s:.1f}s, a series {read_ms:.1f}ms"
         )
         store.command(f"DROP TABLE {table}")
     return out
 
 
-def measure_prometheus(receiver: Receiver, sent: int) -> dict:
-    base = f"http://127.0.0.1:{receiver.port}"
-    answer = json.loads(_get(f"{base}/api/v1/admin/tsdb/snapshot?skip_head=false", "POST"))
-    snapshot = receiver.root / "data" / "snapshots" / answer["data"]["name"]
-    blocks = [d for d in sorted(snapshot.iterdir()) if (d / "meta.json").exists()]
-    samples = series = chunks = index = 0
-    for block in blocks:
-        meta = json.loads((block / "meta.json").read_text())
-        samples += meta["stats"]["numSamples"]
-        series += meta["stats"]["numSeries"]
-        chunks += _file_bytes(block / "chunks")
-        index += (block / "index").stat().st_size
-    return {
-        "receiver": "prometheus",
-        "stored_samples": samples,
-        "blocks": len(blocks),
-        "block_series": series,
-        "bytes": _file_bytes(snapshot),
-        "chunks_bytes": chunks,
-        "index_bytes": index,
-    }
-
-
-def _vm_metrics(base: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for line in _get(f"{base}/metrics", timeout=30).decode().splitlines():
-        if line.startswith(("vm_active_merges", "vm_parts", "vm_rows{", "vm_pending_rows")):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
-
-
-def measure_victoria_metrics(receiver: Receiver, sent: int) -> dict:
-    base = f"http://127.0.0.1:{receiver.port}"
-    _get(f"{base}/internal/force_flush")
-    month = time.strftime("%Y_%m", time.gmtime(ARGS.start_ms / 1000))
-    _get(f"{base}/internal/force_merge?partition_prefix={month}")
-    deadline = time.monotonic() + MERGE_TIMEOUT_S
-    previous: dict[str, float] = {}
-    calm = 0
-    while time.monotonic() < deadline:
-        time.sleep(2)
-        now = _vm_metrics(base)
-        active = sum(v for k, v in now.items() if k.startswith("vm_active_merges"))
-        calm = calm + 1 if active == 0 and now == previous else 0
-        previous = now
-        if calm >= 3:
-            break
-    else:
-        raise RuntimeError("VictoriaMetrics kept merging")
-    data = receiver.root / "data"
-    rows = sum(v for k, v in previous.items() if k.startswith("vm_rows{") and "storage/" in k)
-    return {
-        "receiver": "victoria-metrics",
-        "stored_samples": int(rows),
-        "bytes": _file_bytes(data / "data") + _file_bytes(data / "indexdb"),
-        "data_bytes": _file_bytes(data / "data"),
-        "indexdb_bytes": _file_bytes(data / "indexdb"),
-        "parts": {k: v for k, v in previous.items() if k.startswith("vm_parts")},
-    }
-
-
-MEASURE = {
-    "llmwh": measure_llmwh,
-    "prometheus": measure_prometheus,
-    "victoria-metrics": measure_victoria_metrics,
-}
-
-
 def run_one(name: str, lanes: list[list[bytes]], sent: int) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"llmwh-bps-{name}-") as tmp:
-        receiver = _Receiver(name, Path(tmp))
+        receiver = Receiver(name, Path(tmp))
         try:
             receiver.start()
             tally, elapsed = _replay(receiver.port, lanes, SEND_SECONDS)
             bad = {str(s): n for s, n in tally.items() if not (isinstance(s, int) and s < 300)}
             _log(f"  {name}: sent in {elapsed:.1f}s, non-2xx {bad or 'none'}")
-            result = MEASURE[name](receiver, sent)
-            result.update(sent_samples=sent, send_seconds=round(elapsed, 1), non_2xx=bad)
+            if name == "llmwh":
+                result = measure_llmwh(receiver.root, receiver.port, sent)
+            else:
+                result = disk_bytes.measure(name, receiver.root, receiver.port)
+            result.update(
+                receiver=name, sent_samples=sent, send_seconds=round(elapsed, 1), non_2xx=bad
+            )
             result["bytes_per_sample"] = result["bytes"] / sent
             return result
         finally:
@@ -966,17 +865,22 @@ def print_table(results: list[dict], series: int, sent: int) -> None:
             print(
                 "\ncandidates for samples (same samples, one part per partition), bytes a sample:"
             )
-            print(f"{'candidate':<36} {'total':>7} {'id':>7} {'timestamp':>9} {'value':>7}  same")
+            print(
+                f"{'candidate':<44} {'total':>6} {'id':>6} {'ts':>6} {'value':>6} "
+                f"{'write s':>7} {'read ms':>7}  same"
+            )
             for c in r["candidates"]:
                 if "error" in c:
-                    print(f"{c['candidate']:<36} refused: {c['error']}")
+                    print(f"{c['candidate']:<44} refused: {c['error']}")
                     continue
                 cols = c["columns_per_sample"]
                 print(
-                    f"{c['candidate']:<36} {c['bytes_per_sample']:>7.3f} {cols.get('id', 0):>7.3f} "
-                    f"{cols.get('timestamp', 0):>9.3f} {cols.get('value', 0):>7.3f}  "
-                    f"{c['same_samples']}"
+                    f"{c['candidate']:<44} {c['bytes_per_sample']:>6.3f} {cols.get('id', 0):>6.3f} "
+                    f"{cols.get('timestamp', 0):>6.3f} {cols.get('value', 0):>6.3f} "
+                    f"{c['write_s']:>7.1f} {c['series_read_ms']:>7.1f}  {c['same_samples']}"
                 )
+            print("write s: insert and OPTIMIZE FINAL of every sample; read ms: one series'")
+            print("  samples read with FINAL (median of 7 series), through HTTP")
     print("bytes: file sizes after merges (llmwh: active parts; Prometheus: the snapshot's")
     print("  blocks; VictoriaMetrics: data/ and indexdb/), over the samples sent")
 

@@ -27,7 +27,13 @@ exactly the acknowledged samples: in ``samples``, or (per-request metrics) as th
 values of ``request_parts`` rows.
 The ``cores`` column is the CPU each receiver used while sending (for llmwh: the
 receiver process + its embedded ClickHouse), which shows whether a receiver was bound
-by CPU or by latency; ``sender`` is what this script itself used.
+by CPU or by latency; ``sender`` is what this script itself used. ``B/sample`` is what
+each receiver holds on disk after its merges over the samples it accepted (llmwh: every
+table of its database after ``OPTIMIZE ... FINAL``; Prometheus: its head written as a
+block; VictoriaMetrics: after a forced merge; disk_bytes.py says how), measured after
+the timing; ``--no-disk`` leaves it out. These bodies carry uniformly random values,
+which no store compresses: benchmarks/bytes_per_sample.py measures bytes a sample on
+realistic scrape data.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import cramjam
+import disk_bytes
 
 from warehouse.store import open_store
 from warehouse.store.embedded import server_status, stop_server
@@ -85,7 +92,7 @@ def main() -> None:
             bodies_per_lane = max(1, args.max_samples // SAMPLES_PER_BODY // connections)
             lanes = _build_lanes(workload, connections, bodies_per_lane)
             for receiver in receivers:
-                result = _run_one(receiver, workload, lanes, args.seconds)
+                result = _run_one(receiver, workload, lanes, args.seconds, not args.no_disk)
                 results.append(result)
                 _log(
                     f"  {workload} x {receiver} x {connections}: "
@@ -120,6 +127,9 @@ def _parse_args() -> argparse.Namespace:
         help="samples pre-built per workload; a run also stops when they are all sent",
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--no-disk", action="store_true", help="do not measure bytes on disk after the sending"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
     random.seed(args.seed)
@@ -322,6 +332,7 @@ class Receiver:
             argv += [f"--config.file={config}", f"--storage.tsdb.path={data}"]
             argv += [f"--web.listen-address=127.0.0.1:{self.port}"]
             argv += ["--web.enable-remote-write-receiver"]
+            argv += ["--web.enable-admin-api"]  # its snapshot: the bytes on disk (disk_bytes.py)
             return argv, "/-/ready"
         argv = [shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics"]
         argv += [f"-storageDataPath={data}", f"-httpListenAddr=127.0.0.1:{self.port}"]
@@ -535,7 +546,9 @@ def _replay(
     return tally, time.monotonic() - started
 
 
-def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float) -> dict:
+def _run_one(
+    name: str, workload: str, lanes: list[list[bytes]], seconds: float, disk: bool = True
+) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"llmwh-rw-{name}-") as tmp:
         receiver = Receiver(name, Path(tmp))
         try:
@@ -573,6 +586,10 @@ def _run_one(name: str, workload: str, lanes: list[list[bytes]], seconds: float)
             }
             if name.startswith("llmwh"):
                 result["stored_samples"] = _stored_samples(receiver.root)
+            if disk:
+                on_disk = disk_bytes.measure(name, receiver.root, receiver.port)["bytes"]
+                result["disk_bytes"] = on_disk
+                result["disk_bytes_per_sample"] = round(on_disk / max(ok * SAMPLES_PER_BODY, 1), 3)
             return result
         finally:
             receiver.stop()
@@ -631,8 +648,8 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
     )
     header = (
         f"{'workload':<9} {'conns':>5} {'receiver':<17} {'samples/s':>10} {'accepted':>11} "
-        f"{'seconds':>8} {'non-2xx':>8} {'cores':>11} {'CPU-s/M':>8} {'sender':>6}  "
-        "llmwh stored"
+        f"{'seconds':>8} {'non-2xx':>8} {'cores':>11} {'CPU-s/M':>8} {'sender':>6} "
+        f"{'B/sample':>8}  llmwh stored"
     )
     print(header)
     print("-" * len(header))
@@ -650,7 +667,7 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
             f"{r['workload']:<9} {r['connections']:>5} {r['receiver']:<17} "
             f"{r['samples_per_s']:>10,} {r['accepted_samples']:>11,} {r['seconds']:>8.2f} "
             f"{sum(r['non_2xx'].values()):>8} {cores:>11} {r['cpu_s_per_million']:>8} "
-            f"{r['sender_cores']:>6.2f}  {check}"
+            f"{r['sender_cores']:>6.2f} {r.get('disk_bytes_per_sample', ''):>8}  {check}"
         )
     runs = dict.fromkeys((r["workload"], r["connections"]) for r in results)
     for workload, connections in runs:
@@ -674,6 +691,7 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
     print("cores: CPU used while sending, receiver process + the processes it started")
     print("CPU-s/M: CPU seconds (all of a receiver's processes) per million samples accepted")
     print("sender: cores this script used sending (taken from the receiver's two)")
+    print("B/sample: bytes on disk after merges over the samples accepted (random values)")
     print(f"llmwh-tenants: llmwh serve in multi-tenant mode, {TENANTS} tenants")
     print("llmwh-wal: llmwh serve --wal (acknowledged once on its disk); its CPU includes")
     print("  inserting every acknowledged write after the sending ended")
