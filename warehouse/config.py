@@ -30,7 +30,8 @@ class Config:
     """Store URL (http://host:8123/db, chdb:///path, duckdb:///file.duckdb); unset: the
     embedded server (or local cluster) running on data_dir."""
     data_dir: str = "./llmwh-data"
-    """Data directory of the embedded ClickHouse (its data and server.json)."""
+    """Local data directory: the embedded ClickHouse's data and server.json, and the
+    receiver's write-ahead log (wal/), kept there whichever store it writes to."""
     requests_ttl_days: int = 90
     """Days raw per-request rows are kept (ClickHouse TTL)."""
     samples_ttl_days: int = 30
@@ -49,12 +50,15 @@ class Config:
     """How long a flush waits for more writes to share it."""
     flush_concurrency: int = 2
     """How many flushes may run at once (ClickHouse runs one insert on about one core);
-    with wal_dir, one."""
+    with the write-ahead log, one."""
+    wal: bool = True
+    """Keep the receiver's write-ahead log (in wal_dir): a write is acknowledged once it is
+    synced to that disk, and reaches the store in larger inserts every wal_flush_ms (fewer
+    parts, more writes/s; queryable up to that much later). false (serve --no-wal):
+    acknowledged once committed in the store."""
     wal_dir: str | None = None
-    """Directory of the receiver's write-ahead log. Set, a write is acknowledged once it is
-    synced to this disk and reaches the store in larger inserts every wal_flush_ms (fewer
-    parts, more writes/s; queryable up to that much later). Unset: acknowledged once
-    committed in the store."""
+    """Directory of the receiver's write-ahead log (serve --wal DIR; unset: wal/ in
+    data_dir)."""
     wal_flush_ms: int = 500
     """How often the write-ahead log's writes are inserted into the store."""
     wal_max_bytes: int = 1 << 30
@@ -131,6 +135,13 @@ class Config:
     """SLOs `llmwh export` serves and `llmwh slo apply` compiles when --slo is not given:
     shipped names or TOML paths, comma-separated (unset: every shipped SLO); when set,
     `migrate up` and `serve` build their rollups."""
+
+    def wal_directory(self) -> Path | None:
+        """Where the receiver keeps its write-ahead log: ``wal_dir``, else ``wal`` in
+        ``data_dir``; None with ``wal`` false."""
+        if not self.wal:
+            return None
+        return Path(self.wal_dir) if self.wal_dir else Path(self.data_dir) / "wal"
 
     def ttl_variables(self) -> dict[str, int]:
         """The TTL settings by name, as migration templates use them."""

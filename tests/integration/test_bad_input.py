@@ -136,6 +136,7 @@ CLI_CASES = {
     "export: interval nan": (["export", "--interval", "nan"], "--interval"),
     "serve: demo rate nan": (["serve", "--demo-rate", "nan"], "--demo-rate"),
     "serve: a file as the WAL": (["serve", "--wal", "/etc/passwd"], "/etc/passwd"),
+    "serve: a WAL and none": (["serve", "--wal", "w", "--no-wal"], "pick one"),
     "incident: negative severity": (
         ["generate", "-n", "10", "-i", "zone-ttft:severity=-3", "--out", "x.ndjson"],
         "severity",

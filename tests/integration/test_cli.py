@@ -9,6 +9,7 @@ import tempfile
 import time
 
 import pytest
+from polling import poll_until
 
 from warehouse.store import open_store
 from warehouse.store.embedded import server_status, stop_server
@@ -152,7 +153,8 @@ def start_serve(data_dir: str, cwd) -> subprocess.Popen:
     lines = []
     for line in serve.stdout:
         lines.append(line)
-        if line.startswith("warehouse ready"):
+        if line.startswith("  acknowledged:"):  # the banner's line after "warehouse ready"
+            serve.acknowledged = line.strip()  # type: ignore[attr-defined]
             return serve
     serve.kill()
     raise AssertionError(f"serve never got ready: {lines} {serve.stderr.read()}")
@@ -166,6 +168,29 @@ def test_serve_starts_migrates_and_stops_its_server_on_ctrl_c(data_dir, tmp_path
     serve.send_signal(signal.SIGINT)
     assert serve.wait(timeout=60) == 0
     assert server_status(data_dir) is None
+
+
+def test_serve_keeps_its_log_in_the_data_directory_and_a_second_serve_there_is_refused(
+    data_dir, tmp_path
+):
+    serve = start_serve(data_dir, tmp_path)
+    try:
+        wal = os.path.join(data_dir, "wal")
+        assert serve.acknowledged == (
+            f"acknowledged:  once synced to the write-ahead log in {wal} "
+            "(--no-wal: once in the store)"
+        )
+        checkpoint = os.path.join(wal, "checkpoint.json")
+        poll_until(lambda: os.path.exists(checkpoint), "the receiver to open its log")
+        # A second `llmwh serve` on the same directory would find the same ClickHouse
+        # running, but the log is the first one's: refused before it starts anything.
+        second = llmwh("serve", "--data", data_dir, "--listen", "127.0.0.1:1")
+        assert second.returncode == 1
+        assert f"process {serve.pid} keeps its write-ahead log in {wal}" in second.stderr
+        assert "--no-wal" in second.stderr
+    finally:
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=60) == 0
 
 
 def test_serve_fails_loudly_when_its_server_is_stopped_under_it(data_dir, tmp_path):

@@ -54,6 +54,24 @@ def test_bad_settings_name_the_setting(tmp_path, toml, complaint):
         load_config()
 
 
+def test_the_write_ahead_log_is_on_by_default_under_the_data_directory(monkeypatch):
+    assert load_config().wal_directory() == Path("llmwh-data/wal")
+    assert load_config(data_dir="/srv/llmwh").wal_directory() == Path("/srv/llmwh/wal")
+    assert load_config(wal_dir="/fast/wal").wal_directory() == Path("/fast/wal")
+    monkeypatch.setenv("LLMWH_WAL_DIR", "/fast/wal")
+    monkeypatch.setenv("LLMWH_WAL", "false")  # off: no log, wherever it would be
+    assert load_config().wal_directory() is None
+    assert load_config(wal=True).wal_directory() == Path("/fast/wal")  # serve --wal DIR
+
+
+def test_the_write_ahead_log_is_turned_off_in_the_file_as_anywhere(tmp_path):
+    (tmp_path / "llmwh.toml").write_text("wal = false\n")
+    assert load_config().wal_directory() is None
+    (tmp_path / "llmwh.toml").write_text("wal = 'sometimes'\n")
+    with pytest.raises(ConfigError, match="setting wal must be true or false"):
+        load_config()
+
+
 def test_a_named_config_file_must_exist(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml")

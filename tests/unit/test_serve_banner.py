@@ -62,3 +62,12 @@ def test_the_demo_banner_says_how_to_activate_the_venv_then_uses_bare_llmwh():
     assert ". .venv/bin/activate" in text
     assert ".venv/bin/llmwh" not in text
     assert "\n    llmwh sla --slo chat-assistant" in text
+
+
+def test_the_banner_says_when_a_write_is_acknowledged_and_where_the_log_is(tmp_path):
+    on = _banner(Config(data_dir=str(tmp_path / "data")))
+    assert f"acknowledged:  once synced to the write-ahead log in {tmp_path}/data/wal " in on
+    assert "(--no-wal: once in the store)" in on
+    off = _banner(Config(data_dir=str(tmp_path / "data"), wal=False))
+    assert "acknowledged:  once committed in the store (no write-ahead log: --no-wal)" in off
+    assert "wal" not in off.replace("--no-wal", "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import sys
 from pathlib import Path
@@ -56,8 +57,18 @@ def serve(
         float, typer.Option("--demo-rate", help="With --demo: mean requests per second")
     ] = 20.0,
     wal: Annotated[
-        str | None, typer.Option("--wal", help=setting_help("wal_dir"), show_default=False)
+        str | None,
+        typer.Option("--wal", metavar="DIR", help=setting_help("wal_dir"), show_default=False),
     ] = None,
+    no_wal: Annotated[
+        bool,
+        typer.Option(
+            "--no-wal",
+            help="Keep no write-ahead log: acknowledge a write once it is committed in the "
+            "store (slower with few senders; what was acknowledged is readable at once). "
+            "The setting wal = false.",
+        ),
+    ] = False,
     otlp_grpc_listen: Annotated[
         str | None,
         typer.Option(
@@ -72,14 +83,24 @@ def serve(
     and the receiver (remote write and per-request events) on --listen (and OTLP/gRPC on
     --otlp-grpc-listen).
 
+    A write is acknowledged once it is synced to the write-ahead log, in DATA/wal unless
+    --wal DIR names another place (--no-wal: once committed in the store); at start the
+    receiver first inserts what the log holds from before.
+
     Runs in the foreground until Ctrl-C or SIGTERM; then it drains the receiver (every
     acknowledged write is committed) and stops the server it started.
     """
+    if wal is not None and no_wal:
+        raise ConfigError(
+            "--wal DIR keeps the write-ahead log in DIR, --no-wal keeps none: pick one"
+        )
     config = load_config(
         config_file,
         store=store,
         data_dir=data,
         listen=listen,
+        # --wal DIR asks for the log (over `wal = false` in a file or LLMWH_WAL).
+        wal=False if no_wal else (True if wal is not None else None),
         wal_dir=wal,
         otlp_grpc_listen=otlp_grpc_listen,
     )
@@ -87,6 +108,7 @@ def serve(
     if not math.isfinite(demo_rate) or demo_rate <= 0:
         raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")
     preflight(config)
+    _show_receiver_notices()
     with discovery.store_or_start(config, http_port, tcp_port, say=typer.echo) as (target, own):
         say_update(target, schema.migrate(target, config))
         apply_configured_slos(target, config)
@@ -95,6 +117,15 @@ def serve(
             if demo:
                 stack.enter_context(demo_traffic(target, config, host, port, demo_rate, typer.echo))
             run_receiver(target, config, host, port, watch=own.data_dir if own else None)
+
+
+def _show_receiver_notices() -> None:
+    """Print the receiver's notices (a replay of its log) and warnings on stderr, as they
+    are, rather than warnings alone."""
+    notices = logging.getLogger("llmwh")
+    if not notices.handlers:
+        notices.addHandler(logging.StreamHandler())
+        notices.setLevel(logging.INFO)
 
 
 def _program() -> str:

@@ -79,10 +79,11 @@ class WriteService:
         self.sealer = Sealer(store, config, self.mapping.request_id_label)
         self.metrics.sealing_lag_seconds.set_function(self.sealer.lag.seconds)
         self.wal: WalInserter | None = None
-        if config.wal_dir:
+        wal_directory = config.wal_directory()
+        if wal_directory is not None:
             self.wal = wal = WalInserter(
                 store,
-                WriteAheadLog(config.wal_dir),
+                WriteAheadLog(wal_directory),
                 interval=config.wal_flush_ms / 1000,
                 max_pending_bytes=config.wal_max_bytes,
                 on_insert=self._logged_writes_inserted,

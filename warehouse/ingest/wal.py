@@ -20,7 +20,7 @@ acknowledged: opening the log cuts it off. A damaged frame anywhere else, or a h
 that fails its own checksum, is refused with :class:`~warehouse.errors.ConfigError`
 rather than skipped. A failed append is cut off again before the error is raised, and a
 failed sync stops the log (the kernel may have dropped the pages it could not write).
-A lock file keeps a second process out of the directory.
+A lock file (naming its holder's pid) keeps a second process out of the directory.
 """
 
 from __future__ import annotations
@@ -39,13 +39,14 @@ import pyarrow as pa
 
 from warehouse.errors import ConfigError, StoreUnavailable
 
-__all__ = ["Entry", "Frame", "WriteAheadLog", "usable_directory"]
+__all__ = ["Entry", "Frame", "WriteAheadLog", "check_unlocked", "usable_directory"]
 
 _MAGIC = b"LWAL"
 _HEADER = struct.Struct("<4sIQII")
 _HEAD = struct.Struct("<4sIQI")  # what the header's own checksum covers
 _SUFFIX = ".wal"
 _CHECKPOINT = "checkpoint.json"
+_LOCK = "lock"
 
 
 @dataclass(frozen=True)
@@ -192,15 +193,9 @@ class WriteAheadLog:
         return self._segments[-1][1] if self._segments else self.directory
 
     def _lock_directory(self) -> None:
-        fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise ConfigError(
-                f"another process uses the write-ahead log {self.directory} (wal_dir): "
-                "give each receiver a directory of its own"
-            ) from None
+        fd = _take_lock(self.directory)
+        os.ftruncate(fd, 0)  # the holder's pid, for the message a second process gets
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_file = fd
 
     def _roll(self, seq: int) -> int:
@@ -239,6 +234,32 @@ class WriteAheadLog:
         temporary.replace(path)
         _sync_directory(self.directory)
         self.checkpoint = checkpoint
+
+
+def check_unlocked(directory: str | Path) -> None:
+    """:class:`ConfigError` when another process holds the log in ``directory`` now."""
+    path = Path(directory)
+    if (path / _LOCK).exists():
+        os.close(_take_lock(path))  # closing the descriptor lets the lock go again
+
+
+def _take_lock(directory: Path) -> int:
+    """A descriptor of the log's lock file holding its lock; :class:`ConfigError` naming
+    the holder's pid when another process holds it."""
+    path = directory / _LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        holder = path.read_text().strip() if path.exists() else ""
+        who = f"process {holder}" if holder.isdigit() else "another process"
+        raise ConfigError(
+            f"{who} keeps its write-ahead log in {directory} (wal_dir): give each "
+            "receiver a directory of its own (--wal DIR, or another --data DIR), or turn "
+            "the log off (--no-wal)"
+        ) from None
+    return fd
 
 
 def _encode(entries: list[Entry]) -> bytes:

@@ -73,17 +73,35 @@ class WalInserter:
         self._failures = 0
         """Inserts that failed so far."""
         self._thread: threading.Thread | None = None
+        self.replayed = 0
+        """Writes acknowledged before this start that :meth:`start` inserted."""
 
-    def start(self) -> None:
-        """Open the log, take back the frames not yet in the store, start inserting."""
+    def start(self) -> int:
+        """Open the log, take back the frames not yet in the store, and insert them (the
+        writes a crash or a store outage left there: *replay*) before returning; then
+        insert from a thread of its own. Returns how many writes were replayed.
+
+        If the store refuses the replay, the log is not held up by it: what is left is
+        retried by the thread, as any insert is, while new writes are appended.
+        """
         frames = self.wal.open()
         self._pending = frames
         self.pending_bytes = sum(f.nbytes for f in frames)
         self._replayed_batch = self.wal.checkpoint.batch
-        if frames:
-            log.info("write-ahead log: %d writes to insert from before the restart", len(frames))
+        kept = len(frames)  # the queue is this list: inserting empties it
+        while self._pending and self._attempt(self._failed_batch or self._take()):
+            pass
+        self.replayed = replayed = kept - len(self._pending)
+        if kept:
+            log.info(
+                "write-ahead log %s: inserted %d writes acknowledged before this start%s",
+                self.wal.directory,
+                replayed,
+                f"; {len(self._pending)} wait for the store" if self._pending else "",
+            )
         self._thread = threading.Thread(target=self._run, name="llmwh-wal", daemon=True)
         self._thread.start()
+        return replayed
 
     def write(self, entries: list[Entry], tenants: Mapping[str, int] | None = None) -> None:
         """Append a write to the log; once this returns it may be acknowledged.
@@ -165,30 +183,39 @@ class WalInserter:
                 batch = self._failed_batch or self._take()
             if not batch:
                 continue
-            try:
-                self._insert(batch)
-            except Exception as exc:  # retried: the frames stay first in line
-                failures += 1
-                self.last_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                log.warning("write-ahead log: insert of %d writes failed: %s", len(batch), exc)
-                self._failed_batch = batch
-                with self._changed:
-                    self._failures += 1
-                    self._changed.notify_all()
-                    self._changed.wait(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
+            if self._attempt(batch):
+                failures = 0
                 continue
-            failures, self.last_error, self._failed_batch = 0, None, None
+            failures += 1  # retried: the frames stay first in line
             with self._changed:
-                del self._pending[: len(batch)]
-                self.pending_bytes -= sum(f.nbytes for f in batch)
-                for frame in batch:
-                    for tenant, nbytes in self._frame_tenants.pop(frame.seq, {}).items():
-                        left = self.tenant_bytes[tenant] - nbytes
-                        if left > 0:
-                            self.tenant_bytes[tenant] = left
-                        else:
-                            del self.tenant_bytes[tenant]
+                self._changed.wait(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
+
+    def _attempt(self, batch: list[Frame]) -> bool:
+        """Insert ``batch`` and drop it from the queue; False when the insert failed (the
+        batch is then kept to be retried as it is)."""
+        try:
+            self._insert(batch)
+        except Exception as exc:
+            self.last_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            log.warning("write-ahead log: insert of %d writes failed: %s", len(batch), exc)
+            self._failed_batch = batch
+            with self._changed:
+                self._failures += 1
                 self._changed.notify_all()
+            return False
+        self.last_error, self._failed_batch = None, None
+        with self._changed:
+            del self._pending[: len(batch)]
+            self.pending_bytes -= sum(f.nbytes for f in batch)
+            for frame in batch:
+                for tenant, nbytes in self._frame_tenants.pop(frame.seq, {}).items():
+                    left = self.tenant_bytes[tenant] - nbytes
+                    if left > 0:
+                        self.tenant_bytes[tenant] = left
+                    else:
+                        del self.tenant_bytes[tenant]
+            self._changed.notify_all()
+        return True
 
     def _take(self) -> list[Frame]:
         """The next batch: the one a crash interrupted, else frames within max_batch_bytes."""

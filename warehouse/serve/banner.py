@@ -1,10 +1,11 @@
-"""What ``llmwh serve`` prints once the warehouse is ready: where each endpoint listens."""
+"""What ``llmwh serve`` prints once the warehouse is ready: when it acknowledges a write
+(and where its write-ahead log is), and where each endpoint listens."""
 
 from __future__ import annotations
 
 from warehouse.config import Config
 
-__all__ = ["banner"]
+__all__ = ["acknowledged", "banner"]
 
 # The paths are spelled here rather than imported from the receiver, so that every
 # command's start-up does not load the OTLP protobufs; tests/unit/test_serve_banner.py
@@ -29,6 +30,7 @@ def banner(
     hints = _DEMO_HINTS if demo else f"  try: {program} migrate status\n"
     return (
         f"warehouse ready: store {store_url}\n"
+        f"  acknowledged:  {acknowledged(config)}\n"
         f"  remote write:  {base}/api/v1/write\n"
         f"  events:        {base}/api/v1/requests\n"
         f"  OTLP/HTTP:     {base}/v1/traces and {base}/v1/metrics\n"
@@ -38,3 +40,12 @@ def banner(
         f"{hints}"
         "Ctrl-C stops it."
     )
+
+
+def acknowledged(config: Config) -> str:
+    """When the receiver of ``config`` answers a write 2xx, and where its log is."""
+    directory = config.wal_directory()
+    if directory is None:
+        return "once committed in the store (no write-ahead log: --no-wal)"
+    where = directory.absolute()
+    return f"once synced to the write-ahead log in {where} (--no-wal: once in the store)"

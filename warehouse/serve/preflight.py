@@ -2,8 +2,8 @@
 
 The receiver would refuse the same at its start, but only after the embedded ClickHouse
 started and the schema was migrated, and less clearly: an OTLP/gRPC address that cannot
-be bound, a write-ahead log directory that cannot be used, a credentials file that does
-not load.
+be bound, a write-ahead log directory that cannot be used or that another receiver
+holds, a credentials file that does not load.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import socket
 from warehouse.auth import load_access
 from warehouse.config import Config, parse_listen
 from warehouse.errors import ConfigError
-from warehouse.ingest.wal import usable_directory
+from warehouse.ingest.wal import check_unlocked, usable_directory
 
 __all__ = ["check_bindable", "preflight"]
 
@@ -22,8 +22,10 @@ def preflight(config: Config) -> None:
     """Raise now what the receiver of ``config`` would refuse at its start."""
     if config.otlp_grpc_listen:
         check_bindable(config.otlp_grpc_listen, "--otlp-grpc-listen")
-    if config.wal_dir:
-        usable_directory(config.wal_dir)
+    wal_directory = config.wal_directory()
+    if wal_directory is not None:
+        usable_directory(wal_directory)
+        check_unlocked(wal_directory)
     load_access(config)
 
 

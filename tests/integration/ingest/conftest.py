@@ -20,11 +20,13 @@ from warehouse.store import open_store
 
 @pytest.fixture
 def client_for() -> Iterator:
-    """``client_for(store, **options)``: a receiver on ``store`` with these options."""
+    """``client_for(store, **options)``: a receiver on ``store`` with these options,
+    without a write-ahead log unless they ask for one (``wal=True``): its tests read what
+    a write stored as soon as it is acknowledged, which only committing first promises."""
     clients = []
 
     def make(store, **options) -> Client:
-        client = Client(build_app(store, Config(**options)))
+        client = Client(build_app(store, Config(**{"wal": False, **options})))
         clients.append(client)
         return client
 

@@ -63,6 +63,27 @@ def wait_for(url: str, timeout: float = 30) -> None:
     )
 
 
+def wal_inserted(base: str) -> bool:
+    """Whether `llmwh serve` at ``base`` holds nothing it acknowledged that its store
+    lacks: its write-ahead log (on by default) is empty. The log inserts its writes in
+    the order they came, so once it is seen empty every write acknowledged before is in
+    the store."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+        return "llmwh_receiver_wal_pending_bytes 0.0" in response.read().decode().splitlines()
+
+
+def settle(base: str, timeout: float = 30) -> None:
+    """Wait until every write `llmwh serve` at ``base`` acknowledged so far is in its
+    store (with the write-ahead log, up to wal_flush_ms after its 2xx)."""
+    poll_until(
+        lambda: wal_inserted(base),
+        f"{base} to have inserted what it acknowledged",
+        timeout=timeout,
+        every=0.1,
+        ignoring=(OSError,),
+    )
+
+
 def warehouse_samples(url: str, start: float, end: float) -> set[tuple]:
     store = open_store(url)
     try:

@@ -339,7 +339,8 @@ class InProcess:
 
     def __init__(self, store, **options):
         self.target = f"127.0.0.1:{free_port()}"
-        self.app = build_app(store, Config(otlp_grpc_listen=self.target, **options))
+        # No write-ahead log: the tests read what an export stored once it is answered.
+        self.app = build_app(store, Config(otlp_grpc_listen=self.target, wal=False, **options))
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()

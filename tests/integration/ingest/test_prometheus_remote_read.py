@@ -12,7 +12,7 @@ import urllib.request
 import cramjam
 import pytest
 from polling import poll_until
-from senders import RUN_SECONDS, get_json, sent_up_to, start_prometheus
+from senders import RUN_SECONDS, get_json, sent_up_to, settle, start_prometheus
 
 from warehouse.wire.prometheus import V1
 
@@ -60,6 +60,7 @@ def write(url: str, name: str, points: list[tuple[int, float]]) -> None:
     )
     with urllib.request.urlopen(sent, timeout=10) as response:
         assert response.status == 204
+    settle(url)  # acknowledged: in the receiver's log, readable once inserted
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +82,7 @@ def both(module_receiver, tmp_path_factory):
             timeout=RUN_SECONDS + 60,
             every=0.5,
         )
+        settle(url)
         reader, read = start_prometheus(tmp_path / "reader", remote_read=f"{url}/api/v1/read")
         yield written, read, (start, end), url
     finally:

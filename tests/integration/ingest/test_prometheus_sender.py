@@ -13,6 +13,7 @@ from senders import (
     comparable,
     get_json,
     sent_up_to,
+    settle,
     start_prometheus,
     warehouse_samples,
 )
@@ -52,6 +53,7 @@ def test_every_sample_prometheus_holds_is_in_the_warehouse_and_nothing_else(rece
     finally:
         prometheus.terminate()
         prometheus.wait(timeout=30)
+    settle(write_url)  # acknowledged: in the receiver's log, in the store shortly after
     got = warehouse_samples(store_url, start, end)
     assert len(expected) > 1000  # the run really produced data
     assert expected - got == set(), f"{len(expected - got)} samples missing"

@@ -202,7 +202,8 @@ def test_a_shared_flush_lands_the_rows_of_the_python_decoder(
     databases, batches, tenant, keep_series
 ):
     batched, reference = databases
-    options = {"flush_linger_ms": 300, "request_samples_as_series": keep_series}
+    # No write-ahead log: the flush under test is the one that inserts into the store.
+    options = {"flush_linger_ms": 300, "request_samples_as_series": keep_series, "wal": False}
     if tenant:
         options["tenant_header"] = "X-Scope-OrgID"
     statuses = post_together(build_app(batched, Config(**options)), BODIES, tenant)
@@ -241,7 +242,7 @@ def test_bodies_left_out_of_a_flush_get_the_python_decoders_answer(databases, ba
             )
         ]
     ).SerializeToString()
-    receiver = build_app(store, Config(flush_linger_ms=300))
+    receiver = build_app(store, Config(flush_linger_ms=300, wal=False))  # a flush inserts
     results = post_together(receiver, [*BODIES, no_name, duplicate, too_old, exemplar])
     statuses = [status for status, _ in results]
     assert statuses == [204, 204, 204, 400, 400, 400, 204]

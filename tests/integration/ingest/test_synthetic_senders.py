@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pyarrow.compute as pc
 import pytest
 from polling import poll_until
-from senders import free_port, wait_for
+from senders import free_port, settle, wait_for
 
 from warehouse.demo import DemoTraffic
 from warehouse.errors import SendError
@@ -45,6 +45,7 @@ def test_events_land_every_request_once(receiver):
     table = synthetic_requests(12_000, seed=1, start=START)
     assert sender.send([table]) == 12_000
     sender.close()
+    settle(base)  # acknowledged once in the receiver's log; in the store shortly after
     assert scalar(store_url, "SELECT count() FROM requests") == 12_000
     assert scalar(store_url, "SELECT uniqExact(request_id) FROM requests") == 12_000
 
@@ -57,6 +58,7 @@ def test_remote_write_lands_every_user_request_as_parts(receiver):
     assert sender.via == "remote-write"
     sender.send([table])
     sender.close()
+    settle(base)
     # Parts are sealed into `requests` after seal_after_seconds; they are all there now.
     assert scalar(store_url, "SELECT uniqExact(request_id) FROM request_parts") == users
 
@@ -67,6 +69,7 @@ def test_otlp_spans_land_every_user_request_with_the_mapped_columns(receiver):
     sender = Sender(base, via="otlp")
     sender.send([table])
     sender.close()
+    settle(base)
     mapped = [
         "request_id", "tenant", "service", "model", "region", "zone", "node",
         "request_type", "status", "error_class", "http_status", "finish_reason",
@@ -138,6 +141,7 @@ def test_the_demo_backfills_its_history_with_the_incident_then_goes_live(receive
     demo.start()
     try:
         poll_until(lambda: said(lines, "now sending"), "the demo to end its backfill", timeout=60)
+        settle(base)
         backfilled = scalar(store_url, "SELECT count() FROM requests")
         poll_until(
             lambda: scalar(store_url, "SELECT count() FROM requests"),
@@ -160,6 +164,7 @@ def test_the_demo_backfills_its_history_with_the_incident_then_goes_live(receive
     assert slow > 2.5
 
     # A restarted demo fills only the gap since its newest request.
+    settle(base)
     before = scalar(store_url, "SELECT count() FROM requests")
     restarted = math.ceil(time.time())  # every request of the first demo is older
     again = DemoTraffic(base, store, rate=30, history=timedelta(minutes=20), say=lines.append)
@@ -192,6 +197,7 @@ def test_serve_demo_runs_the_demo_in_the_receiver(embedded_server, tmp_path):
     reader.start()
     try:
         poll_until(lambda: said(lines, "now sending"), "the demo to end its backfill", timeout=90)
+        settle(f"http://127.0.0.1:{port}")
         stored = scalar(url, "SELECT count() FROM requests")
     finally:
         process.terminate()

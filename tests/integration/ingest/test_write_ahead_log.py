@@ -5,6 +5,7 @@ receivers that die before inserting what they acknowledged."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 from asgi import Client
@@ -12,8 +13,9 @@ from polling import poll_until
 from test_receiver import NOW_MS, V1_TYPE, count, samples_in, snappy, v1_body
 
 from warehouse.config import Config
-from warehouse.errors import StoreUnavailable
+from warehouse.errors import ConfigError, StoreUnavailable
 from warehouse.ingest.events import encode_ndjson
+from warehouse.ingest.wal import check_unlocked
 from warehouse.serve import build_app
 from warehouse.store.migrations import Migrator
 from warehouse.synthetic import synthetic_requests
@@ -200,14 +202,40 @@ def test_a_receiver_that_dies_leaves_its_writes_to_the_next_one(
     landed = rows_everywhere(migrated)[0]  # the first batch, inserted again and again
     assert 0 < landed < 480 if inserted_before_crash else landed == 0
 
+    # The next receiver inserts them (replays its log) before it takes a write.
     second = receiver(migrated, tmp_path / "wal")
     try:
-        poll_until(lambda: rows_everywhere(migrated), "the first receiver's writes",
-                   until=lambda rows: rows == (480, 480, 480), timeout=60)  # fmt: skip
-        assert second.app.writes.wal.wait_inserted(30)
+        assert (second.app.writes.wal.replayed, second.app.writes.wal.pending_bytes) == (4, 0)
         assert rows_everywhere(migrated) == (480, 480, 480)
     finally:
         second.close()
+
+
+def test_a_replay_the_store_refuses_is_retried_while_the_receiver_takes_writes(migrated, tmp_path):
+    store = Outage(migrated)
+    store.down = True
+    first = receiver(store, tmp_path / "wal")
+    assert first.post("/api/v1/requests", events(100, 1), content_type=NDJSON).status == 200
+    crash(first)
+    second = receiver(store, tmp_path / "wal")  # starts although the store is still down
+    try:
+        assert second.app.writes.wal.replayed == 0 and second.app.writes.wal.pending_bytes > 0
+        assert second.post("/api/v1/requests", events(50, 2), content_type=NDJSON).status == 200
+        store.down = False
+        assert second.app.writes.wal.wait_inserted(60)
+        assert rows_everywhere(migrated) == (150, 150, 150)
+    finally:
+        second.close()
+
+
+def test_a_second_receiver_on_the_log_is_refused_naming_the_first(migrated, tmp_path):
+    first = receiver(migrated, tmp_path / "wal")
+    try:
+        with pytest.raises(ConfigError, match=rf"process {os.getpid()} keeps its write-ahead"):
+            check_unlocked(tmp_path / "wal")
+    finally:
+        first.close()
+    check_unlocked(tmp_path / "wal")  # closed, the log is free again
 
 
 def test_a_log_over_its_bound_refuses_writes_with_429_until_the_store_takes_it(migrated, tmp_path):

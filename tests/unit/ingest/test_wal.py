@@ -3,6 +3,8 @@ until it is marked applied; a torn last frame is cut off, damage elsewhere refus
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -107,9 +109,9 @@ def test_a_damaged_length_before_the_end_is_refused_not_taken_for_a_torn_tail(tm
         opened(tmp_path)
 
 
-def test_a_second_process_cannot_open_the_same_log(tmp_path):
+def test_a_second_process_cannot_open_the_same_log_and_is_told_whose_it_is(tmp_path):
     opened(tmp_path)
-    with pytest.raises(ConfigError, match="another process uses the write-ahead log"):
+    with pytest.raises(ConfigError, match=rf"process {os.getpid()} keeps its write-ahead log"):
         opened(tmp_path)
 
 
