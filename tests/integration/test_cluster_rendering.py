@@ -11,6 +11,7 @@ from test_migrations import TABLES
 
 from warehouse.config import Config
 from warehouse.errors import MigrationError
+from warehouse.query import dialects
 from warehouse.query.slo import load_slo
 from warehouse.query.slo_rollup import SloRollup
 from warehouse.store import open_store
@@ -216,11 +217,12 @@ def test_an_slo_rollup_renders_as_the_migrations_do(rendered, parser):
     rollup = SloRollup(load_slo("chat-assistant"))
     layout = rollup.layout("llmwh", 90)
     creates = list(layout.creates)
+    fill = dialects.render(rollup.rows("llmwh"), "clickhouse")
     statements = [
         *creates,
         f'DROP VIEW IF EXISTS "llmwh".{rollup.view} SYNC',
         f'TRUNCATE TABLE "llmwh".{rollup.table}',
-        f'INSERT INTO "llmwh".{rollup.table}\n{rollup.rows("llmwh")}',
+        f'INSERT INTO "llmwh".{rollup.table}\n{fill}',
         *layout.create_views,
     ]
     out = render_for_cluster(statements, "c2", "llmwh", context=core + creates)

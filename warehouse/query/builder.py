@@ -694,10 +694,8 @@ def _composite(
         if table == "requests":
             # A raw row's spans from its own time, not its minute's: a span may start
             # inside a minute.
-            keys = [("_spans", dialects.render(spans, dialects.SOURCE))] if spans else []
-            text = source.rows(database, dialects.render(condition, dialects.SOURCE), used, keys)
-            rows = trees.expression(text)
-            assert isinstance(rows, exp.Query)
+            keys = [("_spans", spans.copy())] if spans else []
+            rows: exp.Query = source.rows(database, condition, used, keys)
             if whole or spans is not None:
                 # In the order of the other reads: a union matches columns by position.
                 named = [trees.column(c) for c in [*listed, *["_spans"] * bool(spans)]]
@@ -827,11 +825,7 @@ def _merged_here(
     for table, picked in _piece_conditions(found, source.raw_by_hour, listed).items():
         condition = trees.and_([exp.paren(picked), *(term.copy() for term in terms)])
         if table == "requests":
-            text = source.request_rows(
-                database, dialects.render(condition, dialects.SOURCE), used, grouped
-            )
-            rows = trees.expression(text)
-            assert isinstance(rows, exp.Select)
+            rows = source.request_rows(database, condition, used, grouped)
             # One more than the most it merges: enough to know there are too many.
             most = exp.Literal.number(local_merge.MAX_REQUESTS + 1)
             rows.set("limit", exp.Limit(expression=most))

@@ -16,13 +16,16 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
+from sqlglot import exp
+
 from warehouse.aggregates import BUILT_IN, check_prefix, rollup_columns
 from warehouse.model import ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMENSIONS
+from warehouse.query import trees
 from warehouse.query.question import Question
 from warehouse.query.registry import Dimension, Measure, good_count
+from warehouse.query.rollup_rows import bucket_rows
 from warehouse.query.timerange import TimeRange
-from warehouse.store.base import Capabilities, quote_identifier
-from warehouse.store.rollup_columns import bucket_rows
+from warehouse.store.base import Capabilities
 
 __all__ = [
     "HISTOGRAM_ERROR",
@@ -78,8 +81,8 @@ class RollupSource:
     thresholds: Mapping[str, float]
     columns: tuple[str, ...]
     """Its measure columns, in the order of its rows."""
-    rows: Callable[..., str]
-    """``rows(database, condition, columns, keys)``: ClickHouse SQL of its rows (``ts``,
+    rows: Callable[..., exp.Select]
+    """``rows(database, condition, columns, keys)``: its rows (``ts``,
     the dimensions, those of its columns, grouped by the (name, expression) ``keys`` too)
     from the `requests` rows a condition picks."""
     good: str | None = "sum(good)"
@@ -91,8 +94,8 @@ class RollupSource:
     """Tables of its columns summed over the dimensions, by grain, finest first (it may
     start finer than :attr:`grains`, at a second): for questions of its whole scope (no
     grouping, no filter narrower than the scope)."""
-    request_rows: Callable[..., str] | None = None
-    """``request_rows(database, condition, columns, dimensions)``: ClickHouse SQL of the
+    request_rows: Callable[..., exp.Select] | None = None
+    """``request_rows(database, condition, columns, dimensions)``: the
     `requests` rows a condition picks, each as the rollup row it alone would make (``ts``,
     those ``dimensions``, those columns); None when its columns cannot say that."""
     raw_by_hour: bool = True
@@ -217,12 +220,15 @@ def _built_in_source() -> RollupSource:
 
 
 def _built_in_rows(
-    database: str, condition: str, columns: Sequence[str], keys: Sequence[tuple[str, str]] = ()
-) -> str:
+    database: str,
+    condition: exp.Expr,
+    columns: Sequence[str],
+    keys: Sequence[tuple[str, exp.Expr]] = (),
+) -> exp.Select:
     """Rows of the built-in minute rollup from the `requests` rows ``condition`` picks."""
     pieces = [c for c in rollup_columns(BUILT_IN) if c.name in columns]
-    table = f"{quote_identifier(database)}.requests"
-    return bucket_rows(table, SLA_ROLLUP_DIMENSIONS, pieces, [f"({condition})"], keys)
+    table = trees.table("requests", database)
+    return bucket_rows(table, SLA_ROLLUP_DIMENSIONS, pieces, [exp.paren(condition)], keys)
 
 
 def _covering_pieces(

@@ -26,9 +26,10 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
+from sqlglot import exp
 
 from warehouse.config import Config
-from warehouse.query.builder import quote_identifier
+from warehouse.query import dialects, trees
 from warehouse.query.slo import SLO
 from warehouse.query.slo_rollup import GRAIN, SloRollup, scope_terms
 from warehouse.store import slo_rollups
@@ -121,9 +122,7 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
             continue
         name = table.name
         meta = _comment(table.comment)
-        newest, count = _newest(
-            store, f"{quote_identifier(store.database)}.{quote_identifier(name)}"
-        )
+        newest, count = _newest(store, name)
         rows.append(
             {
                 "slo": meta.get("slo", "?"),
@@ -139,13 +138,20 @@ def status(store: Store, config: Config | None = None) -> pl.DataFrame:
     return pl.DataFrame(rows) if rows else pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
 
 
+_NEWEST = trees.alias(exp.Max(this=trees.column("ts")), "newest")
+_COUNT = trees.alias(exp.Count(this=exp.Star()), "n")
+
+
 def _newest(
-    store: Store, table: str, where: str = "", parameters: Parameters | None = None
+    store: Store, table: str, where: Sequence[exp.Expr] = (), parameters: Parameters | None = None
 ) -> tuple[datetime | None, int]:
-    """The newest ``ts`` of the rows ``where`` picks (None for none), and how many."""
-    found = store.query_arrow(
-        f"SELECT max(ts) AS newest, count() AS n FROM {table} {where}", parameters
-    ).to_pylist()[0]
+    """The newest ``ts`` of the rows of ``table`` (in the store's database) that every
+    condition of ``where`` picks (None for none), and how many."""
+    read = trees.select([_NEWEST.copy(), _COUNT.copy()], trees.table(table, store.database))
+    if where:
+        read = read.where(trees.and_(list(where)), copy=False)
+    sql = dialects.render(read, store.capabilities.dialect)
+    found = store.query_arrow(sql, parameters).to_pylist()[0]
     # Of no rows, ClickHouse's max(ts) is the epoch: the count tells them apart.
     return (found["newest"] if found["n"] else None), int(found["n"])
 
@@ -158,10 +164,12 @@ def _lag(store: Store, newest: datetime | None, scope: dict[str, list[str]]) -> 
     if newest is None:
         return None
     after = newest + GRAIN
-    terms = ["ts >= fromUnixTimestamp64Milli({after:Int64}, 'UTC')", "NOT is_probe"]
-    where = f"WHERE {' AND '.join([*terms, *scope_terms(scope)])}"
-    table = f"{quote_identifier(store.database)}.requests"
-    later, _ = _newest(store, table, where, {"after": int(after.timestamp() * 1000)})
+    terms = [
+        exp.GTE(this=trees.column("ts"), expression=trees.time_at("after")),
+        exp.Not(this=trees.column("is_probe")),
+    ]
+    where = [*terms, *scope_terms(scope)]
+    later, _ = _newest(store, "requests", where, {"after": int(after.timestamp() * 1000)})
     if later is None or later < after:
         return 0.0
     return (later.replace(second=0, microsecond=0) - newest).total_seconds()

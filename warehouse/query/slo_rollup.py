@@ -22,19 +22,21 @@ from datetime import timedelta
 
 import numpy as np
 import polars as pl
+from sqlglot import exp
 
 from warehouse.aggregates import Aggregate, aggregate, check_prefix, position_columns
-from warehouse.query import dialects
-from warehouse.query.builder import RollupSource, quote_identifier
+from warehouse.query import dialects, trees
+from warehouse.query.builder import RollupSource
 from warehouse.query.local_merge import columns_read
 from warehouse.query.registry import (
     dimension,
     good_condition,
     measure,
 )
+from warehouse.query.rollup_rows import bucket_rows, request_rows
 from warehouse.query.slo import OPERATORS, SLO, Objective
-from warehouse.store.base import Capabilities, quote_string
-from warehouse.store.rollup_columns import REQUEST_COLUMN_TYPES, bucket_rows, request_rows
+from warehouse.store.base import Capabilities
+from warehouse.store.rollup_columns import REQUEST_COLUMN_TYPES
 from warehouse.store.slo_rollups import RollupTable, RollupTables, storage_definition
 
 __all__ = [
@@ -117,51 +119,50 @@ class SloRollup:
     def rows(
         self,
         database: str,
-        condition: str = "",
+        condition: exp.Expr | None = None,
         columns: Sequence[str] | None = None,
-        keys: Sequence[tuple[str, str]] = (),
-    ) -> str:
-        """ClickHouse SQL of its rows from `requests` (those ``condition`` picks, if given;
-        only the named ``columns``, if given; grouped by ``keys`` too, if given)."""
-        where = [*self._scope]
-        if condition:
-            where.append(f"({condition})")
+        keys: Sequence[tuple[str, exp.Expr]] = (),
+    ) -> exp.Select:
+        """Its rows from `requests` (those ``condition`` picks, if given; only the named
+        ``columns``, if given; grouped by ``keys`` too, if given)."""
+        where = self._scope()
+        if condition is not None:
+            where.append(exp.paren(condition))
         pieces = [c for c in self.columns if columns is None or c.name in columns]
-        table = f"{quote_identifier(database)}.requests"
+        table = trees.table("requests", database)
         return bucket_rows(table, self.dimensions, pieces, where, keys)
 
-    @property
-    def _scope(self) -> list[str]:
-        """ClickHouse conditions picking the `requests` rows it holds."""
-        return ["NOT is_probe", *scope_terms(self.slo.scope)]
+    def _scope(self) -> list[exp.Expr]:
+        """The conditions picking the `requests` rows it holds."""
+        return [exp.Not(this=trees.column("is_probe")), *scope_terms(self.slo.scope)]
 
     def end_rows(
         self,
         database: str,
-        condition: str,
+        condition: exp.Expr,
         columns: Sequence[str],
-        keys: Sequence[tuple[str, str]] = (),
-    ) -> str:
+        keys: Sequence[tuple[str, exp.Expr]] = (),
+    ) -> exp.Select:
         """:meth:`rows` read from its table of requests (:attr:`requests_table`), which
         holds its scope already: how the SQL path reads a range's ragged ends, from the
         same rows as :meth:`request_rows`."""
         pieces = [c for c in self.columns if c.name in columns]
-        table = f"{quote_identifier(database)}.{self.requests_table}"
-        return bucket_rows(table, self.dimensions, pieces, [f"({condition})"], keys)
+        table = trees.table(self.requests_table, database)
+        return bucket_rows(table, self.dimensions, pieces, [exp.paren(condition)], keys)
 
     def request_rows(
         self,
         database: str,
-        condition: str,
+        condition: exp.Expr,
         columns: Sequence[str],
         dimensions: Sequence[str],
-    ) -> str:
-        """ClickHouse SQL of the requests within its scope that ``condition`` picks, each
+    ) -> exp.Select:
+        """The requests within its scope that ``condition`` picks, each
         as the row of its rollup it alone would make (those ``columns`` and
         ``dimensions`` only), read from its table of requests (:attr:`requests_table`)."""
         pieces = [c for c in self.columns if c.name in columns]
-        table = f"{quote_identifier(database)}.{self.requests_table}"
-        return request_rows(table, dimensions, pieces, [f"({condition})"])
+        table = trees.table(self.requests_table, database)
+        return request_rows(table, dimensions, pieces, [exp.paren(condition)])
 
     @property
     def requests_table(self) -> str:
@@ -183,13 +184,12 @@ class SloRollup:
         others = [c for c in REQUEST_COLUMN_TYPES if c in read and c not in self.dimensions]
         return ("ts", *self.dimensions, *others)
 
-    def request_select(self, database: str) -> str:
-        """ClickHouse SQL of the rows of :attr:`requests_table` from `requests`."""
-        where = " AND ".join(self._scope)
-        return (
-            f"SELECT {', '.join(self.request_columns)}\n"
-            f"FROM {quote_identifier(database)}.requests\nWHERE {where}"
+    def request_select(self, database: str) -> exp.Select:
+        """The rows of :attr:`requests_table` from `requests`."""
+        read = trees.select(
+            [trees.column(c) for c in self.request_columns], trees.table("requests", database)
         )
+        return read.where(trees.and_(self._scope()), copy=False)
 
     @property
     def grains(self) -> tuple[tuple[timedelta, str], ...]:
@@ -246,10 +246,10 @@ class SloRollup:
             self.requests_table, self.dimensions, request_columns=self.request_columns
         )
         from_requests = (
-            (self.table, self.rows(database)),
-            (self.requests_table, self.request_select(database)),
+            (self.table, _text(self.rows(database))),
+            (self.requests_table, _text(self.request_select(database))),
         )
-        derived = self.derived(database)
+        derived = [(table, _text(select)) for table, select in self.derived(database)]
         return RollupTables(
             label=f"SLO {self.slo.name}",
             database=database,
@@ -265,30 +265,37 @@ class SloRollup:
         """What the store's catalogue keeps beside its tables: its SLO and definition."""
         return json.dumps({"slo": self.slo.name, **self.definition}, sort_keys=True)
 
-    def derived(self, database: str) -> list[tuple[str, str]]:
+    def derived(self, database: str) -> list[tuple[str, exp.Select]]:
         """(table, SELECT filling it) of each table filled from another of its tables:
         the coarser grains from the minute table, then each table of totals from the
         table of its grain, and the totals per second from its table of requests. In
         that order, so a backfill fills each source first (the minute table and the
         table of requests before all)."""
-        keys = ", ".join(self.dimensions)
-        merged = ",\n    ".join(c.merge for c in self.columns)
-        db = quote_identifier(database)
+        def merged(table: str, ts: exp.Expr, keys: Sequence[str]) -> exp.Select:
+            items = [
+                trees.alias(ts, "ts"),
+                *(trees.column(k) for k in keys),
+                *(trees.alias(trees.expression(c.over_rollup), c.name) for c in self.columns),
+            ]
+            read = trees.select(items, trees.table(table, database))
+            return read.group_by(*(trees.column(k) for k in ["ts", *keys]), copy=False)
+
         found = []
         for grain, table in self.grains[1:]:
-            bucket = f"toStartOfInterval(ts, INTERVAL {int(grain.total_seconds())} SECOND)"
-            found.append(
-                (
-                    table,
-                    f"SELECT\n    {bucket} AS ts, {keys},\n    {merged}\n"
-                    f"FROM {db}.{self.table}\nGROUP BY ts, {keys}",
-                )
+            length = exp.Interval(
+                this=exp.Literal.string(str(int(grain.total_seconds()))), unit=exp.var("SECOND")
             )
+            bucket = trees.call("toStartOfInterval", trees.column("ts"), length)
+            found.append((table, merged(self.table, bucket, self.dimensions)))
         (_, seconds), *totals = self.totals
         for (_, table), (_, total) in zip(self.grains, totals, strict=True):
-            found.append((total, f"SELECT\n    ts,\n    {merged}\nFROM {db}.{table}\nGROUP BY ts"))
-        requests = f"{db}.{self.requests_table}"
-        per_second = bucket_rows(requests, (), self.columns, bucket="toStartOfSecond(ts)")
+            found.append((total, merged(table, trees.column("ts"), ())))
+        per_second = bucket_rows(
+            trees.table(self.requests_table, database),
+            (),
+            self.columns,
+            bucket=trees.expression("toStartOfSecond(ts)"),
+        )
         found.append((seconds, per_second))
         return found
 
@@ -302,7 +309,7 @@ class SloRollup:
         """Its rows as a view of `requests` (the same rows, computed as they are read), in
         ``dialect``: how a store without materialized views keeps it."""
         rows = self.rows(database, columns=[c.name for c in self.view_columns])
-        return dialects.transpile(rows, dialect)
+        return dialects.render(rows, dialect)
 
     def source(self, capabilities: Capabilities | None = None) -> RollupSource:
         """How the query layer reads it on a store with ``capabilities``: its tables, or
@@ -372,13 +379,20 @@ def percentile_verdicts(frame: pl.DataFrame, objective: Objective) -> tuple[np.n
     return np.asarray(holds, dtype=bool), n > 0
 
 
-def scope_terms(scope: Mapping[str, Sequence[str]]) -> list[str]:
-    """ClickHouse conditions of an SLO's scope, its values as literals (a view's SQL
-    cannot take bound parameters)."""
+def scope_terms(scope: Mapping[str, Sequence[str]]) -> list[exp.Expr]:
+    """The conditions of an SLO's scope, its values as literals (a view's SQL cannot take
+    bound parameters)."""
     return [
-        f"{dimension(key).sql} IN ({', '.join(quote_string(str(v)) for v in values)})"
+        exp.In(
+            this=dimension(key).tree, expressions=[exp.Literal.string(str(v)) for v in values]
+        )
         for key, values in sorted(scope.items())
     ]
+
+
+def _text(select: exp.Select) -> str:
+    """A view's or a backfill's SELECT as the store runs it (ClickHouse SQL)."""
+    return dialects.render(select, dialects.SOURCE)
 
 
 def _label(grain: timedelta) -> str:

@@ -1,61 +1,18 @@
-"""Rollup rows and request columns as ClickHouse SQL, for the rollups' views and tables.
+"""The ClickHouse types of the `requests` columns an SLO's own table of requests keeps.
 
-What each measure column holds, fills and merges is defined in
-:mod:`warehouse.aggregates`; here those columns become the SQL of rollup rows
-(per time bucket from `requests`, or one per request), and the `requests` columns an
-SLO's own table keeps get their ClickHouse types.
+What each rollup column holds, fills and merges is its aggregate's
+(:mod:`warehouse.aggregates`); its rows are composed by the query layer
+(:mod:`warehouse.query.rollup_rows`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pyarrow as pa
 
-from warehouse.aggregates import Aggregate
 from warehouse.errors import InvalidArgument
 from warehouse.model import REQUESTS_SCHEMA
 
-__all__ = ["REQUEST_COLUMN_TYPES", "bucket_rows", "request_rows"]
-
-
-def bucket_rows(
-    source: str,
-    dimensions: Sequence[str],
-    columns: Sequence[Aggregate],
-    where: Sequence[str] = (),
-    keys: Sequence[tuple[str, str]] = (),
-    bucket: str = "toStartOfMinute(ts)",
-) -> str:
-    """ClickHouse SQL of rollup rows per ``bucket`` (the SQL of a request's bucket: a
-    minute by default, ``toStartOfSecond(ts)`` for seconds) from the `requests` rows at
-    ``source`` (a table) that every condition of ``where`` picks, grouped by
-    ``dimensions`` and by each of ``keys`` (name, expression of a request's columns).
-
-    The conditions and keys apply to the requests themselves, in a subquery: there
-    ``ts`` is the request's time, not the minute the row's ``ts`` is aliased over it.
-    """
-    if where or keys:
-        computed = "".join(f", {expression} AS {name}" for name, expression in keys)
-        condition = f" WHERE {' AND '.join(where)}" if where else ""
-        source = f"(SELECT *{computed} FROM {source}{condition}) AS requests"
-    grouped = [*dimensions, *(name for name, _ in keys)]
-    select = ",\n    ".join([f"{bucket} AS ts", *grouped, *(c.from_requests for c in columns)])
-    return f"SELECT\n    {select}\nFROM {source}\nGROUP BY {', '.join(['ts', *grouped])}"
-
-
-def request_rows(
-    source: str,
-    dimensions: Sequence[str],
-    columns: Sequence[Aggregate],
-    where: Sequence[str] = (),
-) -> str:
-    """ClickHouse SQL of the `requests` rows at ``source`` that every condition of
-    ``where`` picks, each as the rollup row it alone would make: its own ``ts``, the
-    ``dimensions``, and each column's :attr:`~Aggregate.per_request` value."""
-    select = ", ".join(["ts", *dimensions, *(f"{c.per_request} AS {c.name}" for c in columns)])
-    condition = f" WHERE {' AND '.join(where)}" if where else ""
-    return f"SELECT {select} FROM {source}{condition}"
+__all__ = ["REQUEST_COLUMN_TYPES"]
 
 
 def _clickhouse_type(field: pa.Field) -> str:

@@ -25,13 +25,13 @@ from typer.testing import CliRunner
 from warehouse.aggregates import BUILT_IN, rollup_columns
 from warehouse.api import Warehouse
 from warehouse.cli import app
-from warehouse.query import local_merge, run, slo_apply
+from warehouse.query import dialects, local_merge, run, slo_apply, trees
 from warehouse.query.builder import Question, compile_question
+from warehouse.query.rollup_rows import bucket_rows, request_rows
 from warehouse.query.run import ask
 from warehouse.query.slo import load_slo, parse_slo
 from warehouse.query.slo_rollup import SloRollup
 from warehouse.query.timerange import TimeRange
-from warehouse.store.rollup_columns import bucket_rows, request_rows
 from warehouse.synthetic import synthetic_requests
 from warehouse.synthetic.incidents import Incident
 
@@ -409,12 +409,13 @@ def test_a_request_alone_makes_the_row_its_minute_would(loaded):
     database = loaded.store.database
     keys = ", ".join(rollup.dimensions)
     merged = ", ".join(c.merge for c in columns)
-    table = f"{database}.requests"
+    table = trees.table("requests", database)
+    each = dialects.render(request_rows(table, rollup.dimensions, columns), "clickhouse")
     one_by_one = (
         f"SELECT toStartOfMinute(ts) AS minute, {keys}, {merged} "
-        f"FROM ({request_rows(table, rollup.dimensions, columns)}) GROUP BY minute, {keys}"
+        f"FROM ({each}) GROUP BY minute, {keys}"
     )
-    aggregated = bucket_rows(table, rollup.dimensions, columns)
+    aggregated = dialects.render(bucket_rows(table, rollup.dimensions, columns), "clickhouse")
     order = f"ORDER BY ts, {keys}"
     mine = loaded.store.query_arrow(f"SELECT * FROM ({one_by_one.replace('minute', 'ts')}) {order}")
     theirs = loaded.store.query_arrow(f"SELECT * FROM ({aggregated}) {order}")
