@@ -77,6 +77,7 @@ from remote_write import (
     SAMPLES_PER_BODY,
     Receiver,
     _body,
+    _cpu_seconds,
     _labels,
     _log,
     _replay,
@@ -85,6 +86,7 @@ from remote_write import (
 
 from warehouse.errors import StoreError
 from warehouse.store.base import Store
+from warehouse.store.embedded import server_status
 
 STEP_MS = 15_000
 RECEIVERS = ("llmwh", "prometheus", "victoria-metrics")
@@ -563,7 +565,10 @@ def measure_llmwh(root: Path, port: int, sent: int) -> dict:
         result["stored_samples"] = int(stored[0].as_py())
         result["columns"] = disk_bytes.column_bytes(store, SAMPLE_TABLES)
         if ARGS.candidates:
-            result["candidates"] = measure_candidates(store, db, sent)
+            server = server_status(root / "data")
+            if server is None:
+                raise RuntimeError("the embedded ClickHouse is not running")
+            result["candidates"] = measure_candidates(store, db, sent, server.pid)
         return result
     finally:
         store.close()
@@ -590,6 +595,8 @@ class Candidate:
     """``value`` read back."""
     source: str = "{db}.samples"
     """What ``select`` reads (a subquery may add columns)."""
+    check_id: str = "id"
+    """The id as the check hashes it (0: a candidate with ids of its own)."""
     settings: str = ""
     """Table settings beside ``index_granularity``."""
 
@@ -671,7 +678,71 @@ CANDIDATES = [
                 f"min_compress_block_size = {mb * 2**20}, max_compress_block_size = {mb * 2**20}"
             ),
         )
-        for mb, level in ((4, 3), (16, 3), (4, 9), (16, 9), (64, 9), (16, 15))
+        for mb, level in ((4, 3), (16, 3), (1, 9), (4, 9), (16, 9), (64, 9), (16, 15))
+    ),
+    # A key that keeps a scrape target's series together (they share every scrape's
+    # timestamp, and a histogram's buckets their shapes): the target's hash first, as if
+    # the series id began with it (VictoriaMetrics numbers series as they arrive, which
+    # keeps a scrape's series together). Not shippable as a codec change either: reads by
+    # id alone would no longer find a series by the key.
+    *(
+        Candidate(
+            f"target key, blocks of {kb} KB, ZSTD({level})",
+            id="UUID CODEC(ZSTD(1))",
+            timestamp=f"Delta, ZSTD({level})",
+            columns=(
+                "target UInt64 CODEC(ZSTD(1)), metric LowCardinality(String), "
+                f"value Float64 CODEC(Delta, ZSTD({level}))"
+            ),
+            order="target, metric, id, timestamp",
+            source=(
+                "(SELECT s.id AS id, s.timestamp AS timestamp, s.value AS value, "
+                "cityHash64(t.labels['job'], t.labels['instance']) AS target, "
+                "t.metric_name AS metric "
+                "FROM {db}.samples AS s INNER JOIN "
+                "(SELECT id, any(labels) AS labels, any(metric_name) AS metric_name "
+                "FROM {db}.series GROUP BY id) AS t ON t.id = s.id)"
+            ),
+            select="target, metric, value",
+            settings=(
+                f"min_compress_block_size = {kb * 1024}, max_compress_block_size = {kb * 1024}"
+                if kb != 64
+                else ""
+            ),
+        )
+        for kb, level in ((64, 3), (64, 9), (1024, 9))
+    ),
+    # The same order from the id alone: a series id whose one half is the target's hash
+    # (either half, to see which one ClickHouse sorts UUIDs by first), the other the
+    # series' own; a read by id then finds the series by the key.
+    *(
+        Candidate(
+            f"id = target hash + series hash ({half}), 1 MB blocks, ZSTD(9)",
+            id="UUID CODEC(ZSTD(1))",
+            timestamp="Delta, ZSTD(9)",
+            value="Delta, ZSTD(9)",
+            source=(
+                "(SELECT s.timestamp AS timestamp, s.value AS value, "
+                f"reinterpretAsUUID(concat({pair})) AS id "
+                "FROM {db}.samples AS s INNER JOIN "
+                "(SELECT id, cityHash64(any(labels)['job'], any(labels)['instance']) AS target "
+                "FROM {db}.series GROUP BY id) AS t ON t.id = s.id)"
+            ),
+            settings=f"min_compress_block_size = {2**20}, max_compress_block_size = {2**20}",
+            check_id="0",
+        )
+        for half, pair in (
+            (
+                "first",
+                "toFixedString(reinterpretAsString(target), 8), "
+                "toFixedString(reinterpretAsString(cityHash64(s.id)), 8)",
+            ),
+            (
+                "second",
+                "toFixedString(reinterpretAsString(cityHash64(s.id)), 8), "
+                "toFixedString(reinterpretAsString(target), 8)",
+            ),
+        )
     ),
     # Designs that change the type of `value` (not shippable as a codec change: every
     # writer and reader of `value` would change). Integral values in an Int64 (counters,
@@ -742,13 +813,18 @@ def _series_read_ms(store: Store, table: str, read: str, runs: int = 7) -> float
     return statistics.median(times)
 
 
-def measure_candidates(store: Store, db: str, sent: int) -> list[dict]:
+def measure_candidates(store: Store, db: str, sent: int, server_pid: int) -> list[dict]:
     """Each candidate's bytes a sample on llmwh's own samples, merged like them."""
     check = (
         "SELECT count() AS n, "
-        "sum(cityHash64(id, timestamp, reinterpretAsUInt64({value}))) AS h FROM {t} FINAL"
+        "sum(cityHash64({id}, timestamp, reinterpretAsUInt64({value}))) AS h FROM {t} FINAL"
     )
-    reference = store.query_arrow(check.format(t=f"{db}.samples", value="value")).to_pylist()[0]
+    references = {
+        key: store.query_arrow(check.format(t=f"{db}.samples", id=key, value="value")).to_pylist()[
+            0
+        ]
+        for key in {c.check_id for c in CANDIDATES}
+    }
     out = []
     for k, candidate in enumerate(CANDIDATES):
         if ARGS.candidate_names and candidate.name not in ARGS.candidate_names:
@@ -757,6 +833,7 @@ def measure_candidates(store: Store, db: str, sent: int) -> list[dict]:
         table = f"{db}.{local}"
         store.command(f"DROP TABLE IF EXISTS {table}")
         started = time.perf_counter()
+        cpu_before = sum(_cpu_seconds(server_pid))
         try:
             store.command(candidate.ddl(table))
             store.command(
@@ -768,11 +845,15 @@ def measure_candidates(store: Store, db: str, sent: int) -> list[dict]:
             continue
         store.command(f"OPTIMIZE TABLE {table} FINAL")
         write_s = time.perf_counter() - started
-        answer = store.query_arrow(check.format(t=table, value=candidate.read)).to_pylist()[0]
+        cpu_s = sum(_cpu_seconds(server_pid)) - cpu_before
+        answer = store.query_arrow(
+            check.format(t=table, id=candidate.check_id, value=candidate.read)
+        ).to_pylist()[0]
+        reference = references[candidate.check_id]
         read_ms = _series_read_ms(store, table, candidate.read)
         bytes_ = disk_bytes.table_bytes(store, (local,))[local]
         cols = {c["column"]: c["bytes"] for c in disk_bytes.column_bytes(store, (local,))}
-        values = sum(b for c, b in cols.items() if c not in ("id", "timestamp"))
+        values = sum(b for c, b in cols.items() if c not in ("id", "timestamp", "target", "metric"))
         out.append(
             {
                 "candidate": candidate.name,
@@ -784,6 +865,7 @@ def measure_candidates(store: Store, db: str, sent: int) -> list[dict]:
                 },
                 "same_samples": answer == reference,
                 "write_s": round(write_s, 1),
+                "write_cpu_s": round(cpu_s, 2),
                 "series_read_ms": round(read_ms, 1),
             }
         )
@@ -867,7 +949,7 @@ def print_table(results: list[dict], series: int, sent: int) -> None:
             )
             print(
                 f"{'candidate':<44} {'total':>6} {'id':>6} {'ts':>6} {'value':>6} "
-                f"{'write s':>7} {'read ms':>7}  same"
+                f"{'write s':>7} {'CPU s':>6} {'read ms':>7}  same"
             )
             for c in r["candidates"]:
                 if "error" in c:
@@ -877,9 +959,11 @@ def print_table(results: list[dict], series: int, sent: int) -> None:
                 print(
                     f"{c['candidate']:<44} {c['bytes_per_sample']:>6.3f} {cols.get('id', 0):>6.3f} "
                     f"{cols.get('timestamp', 0):>6.3f} {cols.get('value', 0):>6.3f} "
-                    f"{c['write_s']:>7.1f} {c['series_read_ms']:>7.1f}  {c['same_samples']}"
+                    f"{c['write_s']:>7.1f} {c['write_cpu_s']:>6.2f} {c['series_read_ms']:>7.1f}  "
+                    f"{c['same_samples']}"
                 )
-            print("write s: insert and OPTIMIZE FINAL of every sample; read ms: one series'")
+            print("write s: insert and OPTIMIZE FINAL of every sample; CPU s: the ClickHouse")
+            print("  server's CPU seconds meanwhile; read ms: one series'")
             print("  samples read with FINAL (median of 7 series), through HTTP")
     print("bytes: file sizes after merges (llmwh: active parts; Prometheus: the snapshot's")
     print("  blocks; VictoriaMetrics: data/ and indexdb/), over the samples sent")
