@@ -10,6 +10,7 @@ which ClickHouse's ``match`` and DuckDB's ``regexp_matches`` both are.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import re2
+from sqlglot import exp
 
 from warehouse.errors import QueryError, SeriesLimitExceeded
-from warehouse.query import dialects
-from warehouse.query.builder import quote_identifier
+from warehouse.query import dialects, trees
 from warehouse.store.base import Store
 
 __all__ = [
@@ -134,73 +135,122 @@ def _sql(
     """One query: per series id, its float samples (one branch of a UNION ALL) and its
     histogram samples (the other) as arrays, joined to its labels. ``cap`` bounds the
     samples of each branch, ``series_cap`` the series (a series has at most two rows)."""
-    db = quote_identifier(store.database)
     parameters: dict[str, Any] = {
         "start_ms": selection.start_ms,
         "end_ms": selection.end_ms,
         "cap": cap,
         "rows": 2 * series_cap,
     }
-    conditions = []
+    shape = []
     for k, matcher in enumerate(selection.matchers):
-        if matcher.name == _NAME:
-            value = "metric_name"
-        else:
+        if matcher.name != _NAME:
             parameters[f"n{k}"] = matcher.name
-            value = f"coalesce(labels[{{n{k}:String}}], '')"
         # Anchored as Prometheus anchors a label regex; `.` stops at a newline, as in
         # Prometheus 2 and RE2, where ClickHouse's `match` would let it through.
         regex = matcher.op in ("=~", "!~")
-        pattern = f"(?-s)^(?:{matcher.value})$" if regex else matcher.value
-        parameters[f"v{k}"] = pattern
-        bound = f"{{v{k}:String}}"
-        conditions.append(
-            {
-                "=": f"{value} = {bound}",
-                "!=": f"{value} != {bound}",
-                "=~": f"match({value}, {bound})",
-                "!~": f"NOT match({value}, {bound})",
-            }[matcher.op]
-        )
-    where = " AND ".join(conditions) or "1 = 1"
-    within = (
-        "timestamp >= fromUnixTimestamp64Milli({start_ms:Int64}, 'UTC') "
-        "AND timestamp <= fromUnixTimestamp64Milli({end_ms:Int64}, 'UTC') "
-        f"AND id GLOBAL IN (SELECT id FROM {db}.series WHERE {where})"
+        parameters[f"v{k}"] = f"(?-s)^(?:{matcher.value})$" if regex else matcher.value
+        shape.append((matcher.name == _NAME, matcher.op))
+    capabilities = store.capabilities
+    text = _text(
+        store.database, capabilities.dialect, capabilities.collapsing_engines, tuple(shape)
     )
-    floats = _rows(store, f"{db}.samples", within, {"value": "value"})
-    histograms = _rows(
-        store, f"{db}.histogram_samples", within, {f"h_{n}": e for n, (e, _) in _HISTOGRAM.items()}
-    )
-    empty = {f"h_{n}": f"CAST([] AS Array({t}))" for n, (_, t) in _HISTOGRAM.items()}
-    float_arrays = ", ".join(f"{a} AS {n}" for n, a in empty.items())
-    histogram_arrays = ", ".join(f"groupArray({n}) AS {n}" for n in empty)
-    sql = (
-        "SELECT se.series_name AS metric_name, se.series_labels AS labels, sa.* FROM ("
-        "SELECT id, groupArray(toUnixTimestamp64Milli(timestamp)) AS timestamps, "
-        f"groupArray(value) AS sample_values, {float_arrays} "
-        f"FROM ({floats} LIMIT {{cap:UInt64}}) GROUP BY id "
-        "UNION ALL "
-        "SELECT id, CAST([] AS Array(Int64)) AS timestamps, "
-        f"CAST([] AS Array(Float64)) AS sample_values, {histogram_arrays} "
-        f"FROM ({histograms} LIMIT {{cap:UInt64}}) GROUP BY id"
-        ") AS sa GLOBAL INNER JOIN ("
-        # Aliases apart from the columns: ClickHouse would read the WHERE's names as them.
-        "SELECT id, any(metric_name) AS series_name, any(labels) AS series_labels "
-        f"FROM {db}.series WHERE {where} GROUP BY id"
-        ") AS se ON se.id = sa.id LIMIT {rows:UInt64}"
-    )
-    return dialects.transpile(sql, store.capabilities.dialect), parameters
+    return text, parameters
 
 
-def _rows(store: Store, table: str, within: str, columns: dict[str, str]) -> str:
+@functools.lru_cache(maxsize=256)
+def _text(
+    database: str, dialect: str, collapsing: bool, matchers: tuple[tuple[bool, str], ...]
+) -> str:
+    """The SQL of every selection of one shape (which matchers name the metric, their
+    operators), its values bound: built and rendered once, as a tree costs milliseconds."""
+    conditions: list[exp.Expr] = []
+    for k, (is_name, op) in enumerate(matchers):
+        if is_name:
+            value: exp.Expr = trees.column("metric_name")
+        else:
+            value = trees.fill("coalesce(labels[name], '')", name=_bound(f"n{k}"))
+        conditions.append(trees.fill(_MATCHERS[op], value=value, bound=_bound(f"v{k}")))
+    picked = trees.and_(conditions) if conditions else exp.true()
+    within = trees.fill(_WITHIN, series=trees.table("series", database), picked=picked)
+    floats = _rows(database, collapsing, "samples", within, {"value": "value"})
+    columns = {f"h_{n}": e for n, (e, _) in _HISTOGRAM.items()}
+    histograms = _rows(database, collapsing, "histogram_samples", within, columns)
+
+    empty = {name: _empty(kind) for name, (_, kind) in _HISTOGRAM.items()}
+    times = trees.expression("groupArray(toUnixTimestamp64Milli(timestamp))")
+    float_items = [
+        trees.alias(times, "timestamps"),
+        trees.alias(trees.expression("groupArray(value)"), "sample_values"),
+        *(trees.alias(e, f"h_{name}") for name, e in empty.items()),
+    ]
+    histogram_items = [
+        trees.alias(_empty("Int64"), "timestamps"),
+        trees.alias(_empty("Float64"), "sample_values"),
+        *(
+            trees.alias(exp.AnonymousAggFunc(this="groupArray", expressions=[trees.column(n)]), n)
+            for n in columns
+        ),
+    ]
+    branches = [
+        trees.select([trees.column("id"), *items], rows.limit(_bound("cap", "UInt64"), copy=False))
+        .group_by(trees.column("id"), copy=False)
+        for items, rows in ((float_items, floats), (histogram_items, histograms))
+    ]
+    read = trees.fill(
+        _READ,
+        samples=trees.union_all(branches),
+        series=trees.fill(_SERIES, series=trees.table("series", database), picked=picked),
+    )
+    return dialects.render(read, dialect)
+
+
+_MATCHERS = {
+    "=": "value = bound",
+    "!=": "value != bound",
+    "=~": "match(value, bound)",
+    "!~": "NOT match(value, bound)",
+}
+_WITHIN = (
+    "timestamp >= fromUnixTimestamp64Milli({start_ms:Int64}, 'UTC') "
+    "AND timestamp <= fromUnixTimestamp64Milli({end_ms:Int64}, 'UTC') "
+    "AND id GLOBAL IN (SELECT id FROM series WHERE picked)"
+)
+_SERIES = (
+    # Aliases apart from the columns: ClickHouse would read the WHERE's names as them.
+    "SELECT id, any(metric_name) AS series_name, any(labels) AS series_labels "
+    "FROM series WHERE picked GROUP BY id"
+)
+_READ = (
+    "SELECT se.series_name AS metric_name, se.series_labels AS labels, sa.* "
+    "FROM samples AS sa GLOBAL INNER JOIN series AS se ON se.id = sa.id LIMIT {rows:UInt64}"
+)
+def _bound(name: str, kind: str = "String") -> exp.Placeholder:
+    return trees.placeholder(name, kind)
+
+
+def _empty(kind: str) -> exp.Expr:
+    """``CAST([] AS Array(kind))``: the other branch's column, of its type."""
+    return exp.cast(exp.Array(expressions=[]), _array_of(kind))
+
+
+@functools.lru_cache(maxsize=32)
+def _array_of(kind: str) -> exp.DataType:
+    return exp.DataType.build(f"Array({kind})", dialect=dialects.WarehouseClickHouse)
+
+
+def _rows(
+    database: str, collapsing: bool, table: str, within: exp.Expr, columns: dict[str, str]
+) -> exp.Select:
     """The rows of ``table`` in the selection, one per (id, timestamp): a retried write's
     repeats collapse (FINAL where the engine collapses them, a grouping where not)."""
-    if store.capabilities.collapsing_engines:
-        listed = ", ".join(f"{e} AS {n}" for n, e in columns.items())
-        return f"SELECT id, timestamp, {listed} FROM {table} FINAL WHERE {within}"
-    listed = ", ".join(f"any({e}) AS {n}" for n, e in columns.items())
-    return f"SELECT id, timestamp, {listed} FROM {table} WHERE {within} GROUP BY id, timestamp"
+    read = trees.table(table, database)
+    keys = [trees.column("id"), trees.column("timestamp")]
+    if collapsing:
+        items = [trees.alias(trees.expression(e), n) for n, e in columns.items()]
+        return trees.select([*keys, *items], exp.Final(this=read)).where(within.copy(), copy=False)
+    items = [trees.alias(exp.AnyValue(this=trees.expression(e)), n) for n, e in columns.items()]
+    rows = trees.select([*keys, *items], read).where(within.copy(), copy=False)
+    return rows.group_by(*(k.copy() for k in keys), copy=False)
 
 
 def _series(table: pa.Table, max_samples: int, max_series: int) -> SeriesRead:

@@ -22,6 +22,7 @@ __all__ = [
     "call",
     "column",
     "expression",
+    "fill",
     "or_",
     "placeholder",
     "placeholders",
@@ -40,6 +41,28 @@ def expression(sql: str) -> exp.Expr:
 @functools.lru_cache(maxsize=4096)
 def _parsed(sql: str) -> exp.Expr:
     return dialects.parse(sql)
+
+
+def fill(template: str, **slots: exp.Expr) -> exp.Expr:
+    """A fresh tree of the ClickHouse ``template`` whose columns and tables named as
+    ``slots`` are those trees: a fixed shape written once as SQL, its variable parts
+    composed as trees. A table slot keeps the template's alias (a query in its place
+    becomes an aliased subquery)."""
+
+    def filled(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and node.name in slots:
+            return slots[node.name].copy()
+        if isinstance(node, exp.Table) and not node.db and node.name in slots:
+            found = slots[node.name].copy()
+            alias = node.alias
+            if isinstance(found, exp.Query):
+                return found.subquery(alias or None, copy=False)
+            if alias:
+                found.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+            return found
+        return node
+
+    return expression(template).transform(filled, copy=False)
 
 
 def placeholder(name: str, type_name: str) -> exp.Placeholder:
