@@ -19,13 +19,16 @@ tenant-scoped when the warehouse reads as a tenant). See docs/named-queries.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlglot import exp
+
 from warehouse.errors import QueryError
+from warehouse.query import dialects
 from warehouse.query.readonly import check_read_only
 from warehouse.query.timerange import parse_instant
 from warehouse.resources import shipped_dir
@@ -42,7 +45,6 @@ __all__ = [
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _PARAM = re.compile(r"^(\w+)\s+(.+?)(?:\s*=\s*(\S+))?:\s*(.+)$")
-_PLACEHOLDER = re.compile(r"\{(\w+):([^}]+)\}")
 
 _INTEGERS = {
     "UInt8": (0, 2**8 - 1),
@@ -105,7 +107,8 @@ def read_query(name_or_path: str | Path) -> NamedQuery:
     except OSError as exc:
         raise QueryError(f"cannot read query file {path}: {exc.strerror}") from None
     query = _parse(text, path)
-    check_read_only(text)  # a file that writes is refused before anything runs
+    tree = check_read_only(text)  # a file that writes is refused before anything runs
+    _check_placeholders(tree, query.parameters, path)
     return query
 
 
@@ -144,14 +147,24 @@ def for_grafana(query: NamedQuery) -> str:
     ``$__toTime_ms``), every other parameter a dashboard variable of its name (text
     variables are inserted bare: quote a String one, ``'${tenant}'``)."""
     macros = {"since": "$__fromTime_ms", "until": "$__toTime_ms"}
+    kinds = {p.name: p.type for p in query.parameters}
 
-    def replace(match: re.Match[str]) -> str:
-        name, kind = match.groups()
+    def replaced(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Placeholder) or node.name not in kinds:
+            return node
+        name, kind = node.name, kinds[node.name]
         if name in macros and kind == _TIME:
-            return macros[name]
-        return f"'${{{name}}}'" if kind == "String" else f"${{{name}}}"
+            return exp.var(macros[name])
+        return exp.var(f"'${{{name}}}'" if kind == "String" else f"${{{name}}}")
 
-    return _PLACEHOLDER.sub(replace, query.text)
+    tree = check_read_only(query.text)
+    if tree is None:  # SHOW and the like take no parameters
+        return query.text
+    header = "".join(f"{line}\n" for line in _header(query.text))
+    body = tree.transform(replaced)
+    body.comments = None  # the header's, which the parser hangs on the statement
+    text = body.sql(dialect=dialects.WarehouseClickHouse, pretty=True)
+    return f"{header}{text}\n"
 
 
 def _value(query: str, parameter: Parameter, text: str, now: datetime) -> Any:
@@ -182,12 +195,17 @@ def _value(query: str, parameter: Parameter, text: str, now: datetime) -> Any:
     return text
 
 
+def _header(text: str) -> list[str]:
+    """The lines of the header: the comment lines the file starts with."""
+    lines = text.splitlines()
+    ends = next((i for i, line in enumerate(lines) if not line.startswith("--")), len(lines))
+    return lines[:ends]
+
+
 def _parse(text: str, path: Path) -> NamedQuery:
     fields: dict[str, str] = {}
     parameters: list[Parameter] = []
-    for line in text.splitlines():
-        if not line.startswith("--"):
-            break  # the header ends where the SQL starts
+    for line in _header(text):
         body = line[2:]
         if body.startswith("  ") and body.strip() and "answers" in fields:
             fields["answers"] += " " + body.strip()  # an indented line continues it
@@ -207,7 +225,6 @@ def _parse(text: str, path: Path) -> NamedQuery:
         )
     if not fields.get("answers"):
         raise QueryError(f"{path}: the header says what {name} answers ('-- answers: ...')")
-    _check_placeholders(text, parameters, path)
     return NamedQuery(name, fields["answers"], tuple(parameters), text, path)
 
 
@@ -223,10 +240,14 @@ def _parameter(text: str, path: Path) -> Parameter:
     return Parameter(name, kind, default, help_.strip())
 
 
-def _check_placeholders(text: str, parameters: list[Parameter], path: Path) -> None:
-    declared = {p.name: p.type for p in parameters}
+def _check_placeholders(
+    tree: exp.Expr | None, parameters: Sequence[Parameter], path: Path
+) -> None:
+    declared = {p.name: _type(p.type) for p in parameters}
     used = {}
-    for name, kind in _PLACEHOLDER.findall(text):
+    found = [] if tree is None else tree.find_all(exp.Placeholder)
+    for node in found:
+        name, kind = node.name, _type(node.args["kind"]) if node.args.get("kind") else ""
         if declared.get(name) != kind:
             raise QueryError(
                 f"{path}: {{{name}:{kind}}} is not declared as '-- param {name} {kind} ...'"
@@ -235,3 +256,10 @@ def _check_placeholders(text: str, parameters: list[Parameter], path: Path) -> N
     unused = sorted(set(declared) - set(used))
     if unused:
         raise QueryError(f"{path}: parameter {unused[0]} is declared but not used")
+
+
+def _type(kind: str | exp.DataType) -> str:
+    """A parameter type as ClickHouse writes it (``DateTime64(3, 'UTC')``)."""
+    if isinstance(kind, str):
+        kind = exp.DataType.build(kind, dialect=dialects.WarehouseClickHouse)
+    return kind.sql(dialect=dialects.WarehouseClickHouse)

@@ -19,7 +19,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
 from warehouse.errors import QueryError, StoreError
-from warehouse.query import dialects
+from warehouse.query import dialects, trees
 from warehouse.store import tenancy
 from warehouse.store.base import Store
 
@@ -47,7 +47,16 @@ _WRITES = (
 # Statements sqlglot keeps as opaque commands that read only; ClickHouse's readonly
 # setting stands behind them.
 _CLICKHOUSE_READS = ("SHOW", "DESCRIBE", "DESC", "EXPLAIN", "EXISTS")
-_LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:--[^\n]*(?:\n|\Z)|/\*.*?\*/))*", re.S)
+
+
+def _first_word(sql: str) -> str:
+    """The statement's first token (``SELECT``, ``SHOW`` ...), comments skipped: a named
+    query's header, say. Empty for no SQL; ``?`` for text that is not SQL at all."""
+    try:
+        tokens = dialects.WarehouseClickHouse().tokenize(sql)
+    except sqlglot.errors.TokenError:
+        return "?"
+    return tokens[0].text.upper() if tokens else ""
 
 
 def check_read_only(sql: str) -> exp.Expr | None:
@@ -56,8 +65,7 @@ def check_read_only(sql: str) -> exp.Expr | None:
     Returns None for ClickHouse-only read statements sqlglot cannot model (``SHOW``,
     ``EXPLAIN`` ...), which only a ClickHouse store may run.
     """
-    code = _LEADING_COMMENTS.sub("", sql)  # a named query's header, say
-    first = code.lstrip().split(None, 1)[0].upper() if code.strip() else ""
+    first = _first_word(sql)
     if not first:
         raise QueryError("no SQL given")
     try:
@@ -222,12 +230,14 @@ def scope_to_tenant(tree: exp.Expr, database: str) -> exp.Expr:
         if name not in _TENANT_COLUMN:
             continue  # the series tables: their row policy alone holds them
         final = table.parent if isinstance(table.parent, exp.Final) else None
-        source = f"{db}.{name}" if db else name
-        rows = sqlglot.parse_one(
-            f"SELECT * FROM {source}{'' if final is None else ' FINAL'} "
-            f"WHERE tenant = {{{_TENANT_PARAMETER}:String}}",
-            read=dialects.WarehouseClickHouse,
+        read: exp.Expr = exp.Table(
+            this=exp.to_identifier(name), db=exp.to_identifier(db) if db else None
         )
+        own = exp.EQ(
+            this=exp.column("tenant"), expression=trees.placeholder(_TENANT_PARAMETER, "String")
+        )
+        rows = exp.select(exp.Star()).from_(read if final is None else exp.Final(this=read))
+        rows = rows.where(own, copy=False)
         alias = exp.TableAlias(this=exp.to_identifier(table.alias_or_name))
         (table if final is None else final).replace(exp.Subquery(this=rows, alias=alias))
     return tree
