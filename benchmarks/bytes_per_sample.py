@@ -70,6 +70,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import disk_bytes
 import numpy as np
@@ -174,7 +175,9 @@ def _process(p: Patterns, target: Target, go: bool) -> None:
     rss = np.rint(p.walk(30e6 if go else 2.5e9, 2e6 if go else 5e7, 0.9) / 4096) * 4096
     target.add("process_resident_memory_bytes", rss)
     target.add("process_open_fds", np.rint(p.walk(12 if go else 90, 2, 0.8)))
-    target.add("process_start_time_seconds", np.full(n, 1.76e9 + float(p.rng.integers(0, 5e6))))
+    target.add(
+        "process_start_time_seconds", np.full(n, 1.76e9 + float(p.rng.integers(0, 5 * 10**6)))
+    )
     if go:
         target.add("go_goroutines", np.rint(p.walk(9, 1.5, 0.5)))
         target.add("go_memstats_alloc_bytes", np.rint(p.walk(4e6, 1.5e6, 0.3)))
@@ -247,25 +250,27 @@ def _node(p: Patterns, rng: np.random.Generator, start_ms: int, jitter_ms: float
             t.add(
                 f"node_disk_{op}_bytes_total",
                 p.counter(
-                    ops * 4096 * rng.integers(1, 16, n), float(rng.integers(1e11, 1e13)) * 4096
+                    ops * 4096 * rng.integers(1, 16, n), float(rng.integers(10**11, 10**13)) * 4096
                 ),
                 device=device,
             )
             name = "reads" if op == "read" else "writes"
             t.add(
                 f"node_disk_{name}_completed_total",
-                p.counter(ops, float(rng.integers(1e7, 1e9))),
+                p.counter(ops, float(rng.integers(10**7, 10**9))),
                 device=device,
             )
             t.add(
                 f"node_disk_{op.replace('written', 'write')}_time_seconds_total",
-                p.counter(np.rint(ops * rng.uniform(0.05, 0.3, n)), float(rng.integers(1e6, 1e8)))
+                p.counter(
+                    np.rint(ops * rng.uniform(0.05, 0.3, n)), float(rng.integers(10**6, 10**8))
+                )
                 / 1000,
                 device=device,
             )
         t.add(
             "node_disk_io_time_seconds_total",
-            p.counter(rng.integers(50, 2000, n), float(rng.integers(1e7, 1e9))) / 1000,
+            p.counter(rng.integers(50, 2000, n), float(rng.integers(10**7, 10**9))) / 1000,
             device=device,
         )
     total_kb = float(rng.choice([128, 256, 512])) * 1024 * 1024
@@ -289,11 +294,11 @@ def _node(p: Patterns, rng: np.random.Generator, start_ms: int, jitter_ms: float
     ):
         size = size_gb * 2**30
         blocks = size // 4096
-        used = np.cumsum(rng.integers(-200, 400, n)) + int(blocks * rng.uniform(0.2, 0.8))
+        taken = np.cumsum(rng.integers(-200, 400, n)) + int(blocks * rng.uniform(0.2, 0.8))
         labels = {"device": device, "fstype": "ext4", "mountpoint": mountpoint}
         t.add("node_filesystem_size_bytes", np.full(n, float(size)), **labels)
-        t.add("node_filesystem_free_bytes", (blocks - used) * 4096.0, **labels)
-        t.add("node_filesystem_avail_bytes", (blocks - used - blocks // 20) * 4096.0, **labels)
+        t.add("node_filesystem_free_bytes", (blocks - taken) * 4096.0, **labels)
+        t.add("node_filesystem_avail_bytes", (blocks - taken - blocks // 20) * 4096.0, **labels)
         t.add("node_filesystem_files", np.full(n, float(size // 16384)), **labels)
         t.add(
             "node_filesystem_files_free",
@@ -445,12 +450,12 @@ def _vllm(p: Patterns, rng: np.random.Generator, start_ms: int, jitter_ms: float
     t.add("vllm:num_preemptions_total", p.poisson_counter(0.05, 12.0), **model)
     t.add(
         "vllm:prompt_tokens_total",
-        p.counter(summed(prompt), float(rng.integers(1e8, 1e9))),
+        p.counter(summed(prompt), float(rng.integers(10**8, 10**9))),
         **model,
     )
     t.add(
         "vllm:generation_tokens_total",
-        p.counter(summed(output), float(rng.integers(1e7, 1e8))),
+        p.counter(summed(output), float(rng.integers(10**7, 10**8))),
         **model,
     )
     stopped = rng.binomial(requests, 0.93)
@@ -536,7 +541,9 @@ def build_lanes(targets: list[Target], connections: int) -> list[list[bytes]]:
         ]
         n = len(mine[0][1]) if mine else 0
 
-        def stream(mine: list = mine, n: int = n) -> Iterator[bytes]:
+        def stream(
+            mine: list[tuple[bytes, list[float], list[int]]] = mine, n: int = n
+        ) -> Iterator[bytes]:
             for k in range(n):
                 for labels, values, stamps in mine:
                     yield labels + _sample_bytes(values[k], stamps[k])
@@ -556,7 +563,7 @@ def build_lanes(targets: list[Target], connections: int) -> list[list[bytes]]:
 # -- receivers ---------------------------------------------------------------------------
 
 
-def measure_llmwh(root: Path, port: int, sent: int) -> dict:
+def measure_llmwh(root: Path, port: int, sent: int) -> dict[str, Any]:
     result = disk_bytes.llmwh(root, port, SAMPLE_TABLES)
     store = disk_bytes.llmwh_store(root)
     try:
@@ -813,7 +820,7 @@ def _series_read_ms(store: Store, table: str, read: str, runs: int = 7) -> float
     return statistics.median(times)
 
 
-def measure_candidates(store: Store, db: str, sent: int, server_pid: int) -> list[dict]:
+def measure_candidates(store: Store, db: str, sent: int, server_pid: int) -> list[dict[str, Any]]:
     """Each candidate's bytes a sample on llmwh's own samples, merged like them."""
     check = (
         "SELECT count() AS n, "
@@ -825,7 +832,7 @@ def measure_candidates(store: Store, db: str, sent: int, server_pid: int) -> lis
         ]
         for key in {c.check_id for c in CANDIDATES}
     }
-    out = []
+    out: list[dict[str, Any]] = []
     for k, candidate in enumerate(CANDIDATES):
         if ARGS.candidate_names and candidate.name not in ARGS.candidate_names:
             continue
@@ -877,7 +884,7 @@ def measure_candidates(store: Store, db: str, sent: int, server_pid: int) -> lis
     return out
 
 
-def run_one(name: str, lanes: list[list[bytes]], sent: int) -> dict:
+def run_one(name: str, lanes: list[list[bytes]], sent: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"llmwh-bps-{name}-") as tmp:
         receiver = Receiver(name, Path(tmp))
         try:
@@ -901,7 +908,7 @@ def run_one(name: str, lanes: list[list[bytes]], sent: int) -> dict:
 # -- report ------------------------------------------------------------------------------
 
 
-def print_table(results: list[dict], series: int, sent: int) -> None:
+def print_table(results: list[dict[str, Any]], series: int, sent: int) -> None:
     a = ARGS
     print(
         f"\n{series:,} series x {sent // max(series, 1):,} scrapes at 15 s = {sent:,} samples "

@@ -21,6 +21,7 @@ import json
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from warehouse.store import open_store
 from warehouse.store.base import Store
@@ -66,7 +67,7 @@ def llmwh_store(root: Path) -> Store:
     return open_store(info.store_url())
 
 
-def table_bytes(store: Store, tables: tuple[str, ...] | None = None) -> dict[str, dict]:
+def table_bytes(store: Store, tables: tuple[str, ...] | None = None) -> dict[str, dict[str, int]]:
     """Active parts per table of the store's database (``tables``: only those)."""
     rows = store.query_arrow(
         "SELECT table, sum(bytes_on_disk) AS bytes, sum(rows) AS rows, count() AS parts, "
@@ -78,7 +79,7 @@ def table_bytes(store: Store, tables: tuple[str, ...] | None = None) -> dict[str
     return {r.pop("table"): {k: int(v) for k, v in r.items()} for r in rows}
 
 
-def column_bytes(store: Store, tables: tuple[str, ...]) -> list[dict]:
+def column_bytes(store: Store, tables: tuple[str, ...]) -> list[dict[str, Any]]:
     """Active parts per column of ``tables`` (wide parts only: compact parts report 0)."""
     rows = store.query_arrow(
         "SELECT table, column, any(type) AS type, "
@@ -94,7 +95,7 @@ def column_bytes(store: Store, tables: tuple[str, ...]) -> list[dict]:
     ]
 
 
-def llmwh(root: Path, port: int, tables: tuple[str, ...] | None = None) -> dict:
+def llmwh(root: Path, port: int, tables: tuple[str, ...] | None = None) -> dict[str, Any]:
     """``tables`` (default: every table of the database) merged, and their bytes."""
     wait_committed(port)
     store = llmwh_store(root)
@@ -108,7 +109,7 @@ def llmwh(root: Path, port: int, tables: tuple[str, ...] | None = None) -> dict:
         store.close()
 
 
-def prometheus(root: Path, port: int) -> dict:
+def prometheus(root: Path, port: int) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     answer = json.loads(get(f"{base}/api/v1/admin/tsdb/snapshot?skip_head=false", "POST"))
     snapshot = root / "data" / "snapshots" / answer["data"]["name"]
@@ -139,7 +140,7 @@ def _vm_metrics(base: str) -> dict[str, float]:
     return out
 
 
-def victoria_metrics(root: Path, port: int) -> dict:
+def victoria_metrics(root: Path, port: int) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     get(f"{base}/internal/force_flush")
     get(f"{base}/internal/force_merge")  # every partition
@@ -164,7 +165,9 @@ def victoria_metrics(root: Path, port: int) -> dict:
     }
 
 
-def measure(name: str, root: Path, port: int, tables: tuple[str, ...] | None = None) -> dict:
+def measure(
+    name: str, root: Path, port: int, tables: tuple[str, ...] | None = None
+) -> dict[str, Any]:
     """The bytes on disk of receiver ``name`` (llmwh's variants: every table, or ``tables``)."""
     if name.startswith("llmwh"):
         return llmwh(root, port, tables)
