@@ -117,3 +117,20 @@ def test_changed_ttl_settings_are_applied_by_the_next_up(migrated):
     )
     assert "TTL toDateTime(ts) + toIntervalDay(7)" in engine
     assert sync_ttls(migrated, Config(requests_ttl_days=7, rollup_1h_ttl_days=90)) == []
+
+
+def test_samples_keep_the_codecs_chosen_by_measurement(migrated):
+    """0022: the codecs benchmarks/bytes_per_sample.py chose (docs/benchmarks.md, "Bytes
+    per sample"); every one lossless, as the store contract's bit-exact test checks."""
+    if migrated.capabilities.dialect != "clickhouse":
+        pytest.skip("DuckDB chooses its own compression")
+    codecs = migrated.query_arrow(
+        "SELECT name, compression_codec FROM system.columns "
+        "WHERE database = {db:String} AND table = 'samples'",
+        {"db": migrated.database},
+    ).to_pylist()
+    assert {c["name"]: c["compression_codec"] for c in codecs} == {
+        "id": "CODEC(ZSTD(1))",
+        "timestamp": "CODEC(Delta(8), ZSTD(1))",
+        "value": "CODEC(Delta(8), ZSTD(3))",
+    }
