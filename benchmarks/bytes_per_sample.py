@@ -3,7 +3,7 @@ same remote-written scrape samples in one run.
 
     python benchmarks/bytes_per_sample.py [--nodes 12] [--vllm 8] [--hours 4]
         [--jitter-ms 3] [--connections 4] [--receivers llmwh,prometheus,victoria-metrics]
-        [--candidates] [--seed 1] [--json]
+        [--candidates [--candidate-names 'NAME;NAME']] [--seed 1] [--json]
 
 The data is seeded and scrape-like, one sample per series every 15 s:
 
