@@ -265,10 +265,23 @@ def with_tenant(decoded: DecodedWrite, tenant: str) -> DecodedWrite:
     )
     # A series whose sender set `__tenant__` may now be another series of the write (the
     # same labels once the tenant replaced it): write it once, as the C decoder does.
+    # Its time span is then both rows' together.
     groups = pc.index_in(new, value_set=pc.unique(new)).to_numpy()
     _, first = np.unique(groups, return_index=True)
     if len(first) < series.num_rows:
-        series = series.take(pa.array(np.sort(first)))
+        spans = (
+            pa.table({"g": groups, "lo": series["min_time"], "hi": series["max_time"]})
+            .group_by("g")
+            .aggregate([("lo", "min"), ("hi", "max")])
+            .sort_by("g")
+        )
+        kept = np.sort(first)
+        series = series.take(pa.array(kept))
+        of_kept = pa.array(groups[kept])
+        for name, spanned in (("min_time", "lo_min"), ("max_time", "hi_max")):
+            index = series.schema.get_field_index(name)
+            value = spans[spanned].take(of_kept).cast(series.schema.field(index).type)
+            series = series.set_column(index, series.schema.field(index), value)
     return replace(
         decoded,
         series=series,
