@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,6 +49,10 @@ __all__ = [
     "aggregate",
     "check_prefix",
     "clickhouse_bucket",
+    "good",
+    "good_condition",
+    "good_from_histograms",
+    "histogram_quantile_sql",
     "position_columns",
     "read",
     "rollup_columns",
@@ -336,3 +341,64 @@ def position_columns(column: str, limit: float) -> list[Aggregate]:
         Aggregate(f"{p}_lo", "max", value, f"{c} < {t}", "Float64", nullable=True),
         Aggregate(f"{p}_hi", "min", value, f"{c} > {t}", "Float64", nullable=True),
     ]
+
+
+def good(thresholds: Mapping[str, str], name: str = "good") -> Aggregate:
+    """The count of good requests: ok, and within every threshold (if any).
+
+    ``thresholds`` maps latency columns to the SQL of their limit (a number or a bound
+    value). As in vLLM's serving benchmark, a request whose TPOT is undefined (one output
+    token) meets a TPOT threshold; any other missing latency fails its threshold.
+    """
+    return Aggregate(name, "count", where=good_condition(thresholds))
+
+
+def good_from_histograms(thresholds: Mapping[str, str]) -> str | None:
+    """ClickHouse SQL of :func:`good`'s count over rollup rows; None when they cannot say.
+
+    Only for a single threshold on a latency the built-in rollups keep (several need the
+    joint distribution): the count comes from the histogram of successful requests'
+    latencies, with the threshold's own bucket counted in proportion to where the
+    threshold falls in it, as :func:`warehouse.model.histogram_share_below` does.
+    """
+    ok = f"({' - '.join(aggregate(n).over_rollup for n in ('requests', 'errors', 'rejections'))})"
+    if not thresholds:
+        return ok
+    if len(thresholds) != 1 or next(iter(thresholds)) not in ROLLUP_LATENCIES:
+        return None
+    [(column, limit)] = thresholds.items()
+    below = HistogramCount("good", column, limit, ok_only=True).over_rollup
+    if column != "tpot_ms":
+        return below
+    with_one = HistogramCount("timed", column, ok_only=True).over_rollup
+    return f"({ok} - {with_one} + {below})"
+
+
+def good_condition(thresholds: Mapping[str, str]) -> str:
+    """ClickHouse SQL of whether one request is good (see :func:`good`)."""
+    terms = ["status = 'ok'"]
+    for column, limit in thresholds.items():
+        default = "true" if column == "tpot_ms" else "false"
+        terms.append(f"coalesce({column} <= {limit}, {default})")
+    return " AND ".join(terms)
+
+
+def histogram_quantile_sql(column: str, level: str) -> str:
+    """ClickHouse SQL of the ``level`` quantile of a latency over a group of rollup rows,
+    read from their histograms as :func:`warehouse.model.histogram_quantiles` reads them
+    (the same bucket, the same interpolation inside it), for SQL the query layer does not
+    run (the Grafana dashboards); NULL for no latency. ``level`` is SQL: a number or a
+    variable."""
+    merged = (
+        f"sumMap(arrayMap(k -> intDiv(k, 2), mapKeys({column}_hist)), mapValues({column}_hist))"
+    )
+    bucket, count = "h.1[i]", "h.2[i]"
+    low = f"if({bucket} = 0, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, {bucket} - 1))"
+    high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, {bucket})"
+    within = f"least(1., greatest(0., (rank - (cum[i] - {count}) + 0.5) / {count}))"
+    value = f"if(i = 0, NULL, {low} + {within} * ({high} - {low}))"
+    at = f"arrayMap(i -> {value}, [arrayFirstIndex(c -> c > floor(rank), cum)])[1]"
+    ranked = (
+        f"arrayMap((cum, rank) -> {at}, [arrayCumSum(h.2)], [({level}) * (arraySum(h.2) - 1)])[1]"
+    )
+    return f"arrayMap(h -> {ranked}, [{merged}])[1]"

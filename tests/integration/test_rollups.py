@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 from days import at
 
+from warehouse.aggregates import histogram_quantile_sql
 from warehouse.model import (
     ROLLUP_DIMENSIONS,
     ROLLUP_LATENCIES,
@@ -23,7 +24,6 @@ from warehouse.model import (
     latency_bucket,
 )
 from warehouse.query.builder import Question
-from warehouse.query.registry import histogram_quantile_sql
 from warehouse.query.run import ask
 from warehouse.query.timerange import TimeRange
 from warehouse.store.migrations import Migrator

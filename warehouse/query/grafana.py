@@ -37,10 +37,11 @@ from typing import Any
 import polars as pl
 from sqlglot import exp
 
+from warehouse.aggregates import histogram_quantile_sql
 from warehouse.errors import QueryError
 from warehouse.query import dialects
 from warehouse.query.builder import Compiled, Plan, Question, compile_question
-from warehouse.query.registry import dimension, histogram_quantile_sql
+from warehouse.query.registry import dimension
 from warehouse.query.stats import Arithmetic
 from warehouse.query.timerange import TimeRange, ceil_to, floor_to
 from warehouse.store.clickhouse import SERVER
@@ -238,7 +239,8 @@ def _render(
         by = ["model"]  # a stand-in: the plan is checked not to depend on it
     filters: dict[str, Any] = {k: list(v) for k, v in question.fixed.items()}
     for name in question.filters:
-        if dimension(name).param_type != "String" or dimension(name).sql != name:
+        found = dimension(name)
+        if found.param_type != "String" or not isinstance(found.value, exp.Column):
             raise QueryError(f"a dashboard variable filters plain text columns only, not {name}")
         filters[name] = [_FILTER_MARK + name]
     asked = Question(

@@ -22,16 +22,20 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from warehouse.aggregates import HistogramCount, Read, aggregate, read
+from warehouse.aggregates import (
+    HistogramCount,
+    Read,
+    good,
+    good_from_histograms,
+    histogram_quantile_sql,
+    read,
+)
 from warehouse.errors import InvalidArgument, QueryError
 from warehouse.model import (
-    BUCKET_GROWTH,
-    BUCKET_MIN_MS,
     DIMENSIONS,
     LATENCY_COLUMNS,
     REQUESTS_SCHEMA,
     ROLLUP_DIMENSIONS,
-    ROLLUP_LATENCIES,
     TOKEN_COLUMNS,
 )
 from warehouse.query import trees
@@ -60,8 +64,8 @@ class Dimension:
 
     name: str
     """Result column name."""
-    sql: str
-    """ClickHouse SQL of its value over `requests`."""
+    value: exp.Expr
+    """Its value over `requests`."""
     param_type: str
     """ClickHouse type of its filter values."""
     in_rollup: bool
@@ -69,8 +73,8 @@ class Dimension:
 
     @property
     def tree(self) -> exp.Expr:
-        """Its SQL as a fresh tree to compose."""
-        return trees.expression(self.sql)
+        """Its value as a fresh tree to compose."""
+        return self.value.copy()
 
 
 _OTHER_DIMENSIONS = {"is_probe": "Bool", "http_status": "UInt16"}
@@ -83,9 +87,10 @@ _ATTR_KEY = re.compile(
 def dimension(name: str) -> Dimension:
     """The dimension called ``name``: a `requests` column, or ``attrs['key']``."""
     if name in DIMENSIONS:
-        return Dimension(name, name, "String", name in ROLLUP_DIMENSIONS)
+        return Dimension(name, trees.column(name), "String", name in ROLLUP_DIMENSIONS)
     if name in _OTHER_DIMENSIONS:
-        return Dimension(name, name, _OTHER_DIMENSIONS[name], name in ROLLUP_DIMENSIONS)
+        kind = _OTHER_DIMENSIONS[name]
+        return Dimension(name, trees.column(name), kind, name in ROLLUP_DIMENSIONS)
     match = _ATTR_KEY.match(name) if isinstance(name, str) else None
     if match:
         key = match[1] or match[2]
@@ -94,7 +99,8 @@ def dimension(name: str) -> Dimension:
         # would unbind the tenant filter. Such a key is named attr_<key>.
         shown = f"attr_{key}" if key in _REQUEST_COLUMNS else key
         # A missing key is '' in ClickHouse and NULL in DuckDB: '' on both.
-        return Dimension(shown, f"coalesce(attrs['{key}'], '')", "String", False)
+        value = trees.fill("coalesce(attrs[key], '')", key=exp.Literal.string(key))
+        return Dimension(shown, value, "String", False)
     raise QueryError(
         f"unknown dimension {name!r}; known: {', '.join(dimension_names())}, "
         "or attrs['key'] for a further label"
@@ -119,7 +125,8 @@ class Measure:
     """
 
     name: str
-    formula: str
+    formula: str | exp.Expr
+    """ClickHouse SQL, or its tree."""
     column: str | None = None
     """The latency of a percentile measure (percentiles of one column share one pass)."""
     level: float | None = None
@@ -166,7 +173,9 @@ class Measure:
 
     @functools.cached_property
     def _formula(self) -> exp.Expr:
-        return trees.expression(self.formula)
+        if isinstance(self.formula, str):
+            return trees.expression(self.formula)
+        return self.formula
 
     @functools.cached_property
     def _reads(self) -> dict[str, Read]:
@@ -225,20 +234,21 @@ def _fixed(name: str, formula: str) -> Measure:
 def _measure(name: str) -> Measure:
     match = _PERCENTILE.match(name)
     if match and match[2] in LATENCY_COLUMNS:
-        return Measure(name, "", match[2], PERCENTILES[match[1]])
+        return Measure(name, exp.null(), match[2], PERCENTILES[match[1]])
     column = name.partition("_")[2]
+    total, count = trees.column(f"{column}_sum"), trees.column(f"{column}_count")
     if name.startswith("count_") and column in LATENCY_COLUMNS:
-        return Measure(name, f"{column}_count")
+        return Measure(name, count)
     match = _COUNT_AT_MOST.match(name)
     if match and match[1] in LATENCY_COLUMNS:
-        return Measure(name, f"{match[1]}_le_{match[2]}")
+        return Measure(name, trees.column(f"{match[1]}_le_{match[2]}"))
     if name.startswith("avg_") and column in LATENCY_COLUMNS:
-        return Measure(name, f"{column}_sum / nullIf({column}_count, 0)")
+        return Measure(name, trees.fill("total / nullIf(n, 0)", total=total, n=count))
     if name.startswith("avg_") and column in TOKEN_COLUMNS:
-        return Measure(name, f"toFloat64({column}_sum) / nullIf({column}_count, 0)")
+        return Measure(name, trees.fill("toFloat64(total) / nullIf(n, 0)", total=total, n=count))
     if name.startswith("sum_") and column in TOKEN_COLUMNS:
         # A sum over no rows is NULL in DuckDB, 0 in ClickHouse: 0 on both.
-        return Measure(name, f"coalesce({column}_sum, 0)")
+        return Measure(name, trees.fill("coalesce(total, 0)", total=total))
     raise QueryError(
         f"unknown measure {name!r}; known: {', '.join(measure_names())}, "
         f"p<q>_<latency> (q in {', '.join(PERCENTILES)}; latency in {', '.join(LATENCY_COLUMNS)}), "
@@ -266,60 +276,14 @@ def measures_of_every_family(limit_ms: int = 150) -> list[Measure]:
 def good_count(thresholds: dict[str, str], rollup: bool) -> str | None:
     """ClickHouse SQL counting good requests: ok, and within every threshold (if any).
 
-    ``thresholds`` maps latency columns to the SQL of their bound limit. As in vLLM's
-    serving benchmark, a request whose TPOT is undefined (one output token) meets a TPOT
-    threshold; any other missing latency fails its threshold.
-
-    From a rollup (only for a single threshold: several need the joint distribution)
-    the count comes from the histogram of successful requests' latencies, with the
-    threshold's own bucket counted in proportion to where the threshold falls in it, as
-    :func:`warehouse.model.histogram_share_below` does; None when a rollup cannot say.
+    ``thresholds`` maps latency columns to the SQL of their bound limit. Over raw rows,
+    the count of :func:`warehouse.aggregates.good`; over rollup rows, read from the
+    latency histograms (:func:`warehouse.aggregates.good_from_histograms`); None when a
+    rollup cannot say.
     """
     for column in thresholds:
         if column not in LATENCY_COLUMNS:
             raise QueryError(
                 f"bad threshold {column!r}: thresholds apply to {', '.join(LATENCY_COLUMNS)}"
             )
-    if not rollup:
-        return f"countIf({good_condition(thresholds)})"
-    ok = f"({' - '.join(aggregate(n).over_rollup for n in ('requests', 'errors', 'rejections'))})"
-    if not thresholds:
-        return ok
-    if len(thresholds) != 1 or next(iter(thresholds)) not in ROLLUP_LATENCIES:
-        return None
-    [(column, limit)] = thresholds.items()
-    below = HistogramCount("good", column, limit, ok_only=True).over_rollup
-    if column != "tpot_ms":
-        return below
-    with_one = HistogramCount("timed", column, ok_only=True).over_rollup
-    return f"({ok} - {with_one} + {below})"
-
-
-def good_condition(thresholds: dict[str, str]) -> str:
-    """ClickHouse SQL of whether one request is good (see :func:`good_count`)."""
-    terms = ["status = 'ok'"]
-    for column, limit in thresholds.items():
-        default = "true" if column == "tpot_ms" else "false"
-        terms.append(f"coalesce({column} <= {limit}, {default})")
-    return " AND ".join(terms)
-
-
-def histogram_quantile_sql(column: str, level: str) -> str:
-    """ClickHouse SQL of the ``level`` quantile of a latency over a group of rollup rows,
-    read from their histograms as :func:`warehouse.model.histogram_quantiles` reads them
-    (the same bucket, the same interpolation inside it), for SQL the query layer does not
-    run (the Grafana dashboards); NULL for no latency. ``level`` is SQL: a number or a
-    variable."""
-    merged = (
-        f"sumMap(arrayMap(k -> intDiv(k, 2), mapKeys({column}_hist)), mapValues({column}_hist))"
-    )
-    bucket, count = "h.1[i]", "h.2[i]"
-    low = f"if({bucket} = 0, 0., {BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, {bucket} - 1))"
-    high = f"{BUCKET_MIN_MS} * pow({BUCKET_GROWTH}, {bucket})"
-    within = f"least(1., greatest(0., (rank - (cum[i] - {count}) + 0.5) / {count}))"
-    value = f"if(i = 0, NULL, {low} + {within} * ({high} - {low}))"
-    at = f"arrayMap(i -> {value}, [arrayFirstIndex(c -> c > floor(rank), cum)])[1]"
-    ranked = (
-        f"arrayMap((cum, rank) -> {at}, [arrayCumSum(h.2)], [({level}) * (arraySum(h.2) - 1)])[1]"
-    )
-    return f"arrayMap(h -> {ranked}, [{merged}])[1]"
+    return good_from_histograms(thresholds) if rollup else good(thresholds).over_requests

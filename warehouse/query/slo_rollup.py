@@ -24,15 +24,11 @@ import numpy as np
 import polars as pl
 from sqlglot import exp
 
-from warehouse.aggregates import Aggregate, aggregate, check_prefix, position_columns
+from warehouse.aggregates import Aggregate, aggregate, check_prefix, good, position_columns
 from warehouse.query import dialects, trees
 from warehouse.query.builder import RollupSource
 from warehouse.query.local_merge import columns_read
-from warehouse.query.registry import (
-    dimension,
-    good_condition,
-    measure,
-)
+from warehouse.query.registry import dimension, measure
 from warehouse.query.rollup_rows import bucket_rows, request_rows
 from warehouse.query.slo import OPERATORS, SLO, Objective
 from warehouse.store.base import Capabilities
@@ -332,7 +328,7 @@ class SloRollup:
 
     def _good(self) -> Aggregate:
         limits = {column: repr(float(limit)) for column, limit in self.slo.thresholds.items()}
-        return Aggregate("good", "count", where=good_condition(limits))
+        return good(limits)
 
 
 def _percentile(objective: Objective) -> tuple[str, float] | None:

@@ -79,7 +79,9 @@ def test_a_name_that_only_looks_like_a_measure_is_unknown(name):
 def test_an_attrs_key_is_a_dimension_that_no_rollup_keeps():
     for spelled in ("attrs['gpu']", 'attrs["gpu"]', "attrs.gpu"):
         gpu = dimension(spelled)
-        assert (gpu.name, gpu.sql, gpu.in_rollup) == ("gpu", "coalesce(attrs['gpu'], '')", False)
+        assert (gpu.name, gpu.in_rollup) == ("gpu", False)
+        # a missing key is '' on every store (NULL in DuckDB's maps otherwise)
+        assert gpu.value.sql("clickhouse") == "coalesce(attrs['gpu'], '')"
         assert [c.name for c in gpu.tree.find_all(exp.Column)] == ["attrs"]
     assert [c.name for c in dimension("zone").tree.find_all(exp.Column)] == ["zone"]
     assert dimension("is_probe").in_rollup and not dimension("http_status").in_rollup
