@@ -17,9 +17,10 @@ The budget (docs/benchmarks.md): at most 2 ms a question on the project's 2-core
 machine. The script prints each kind's median and worst, and exits non-zero when a
 median is over ``--budget-ms``.
 
-``--cold`` forgets the builder's shapes before each call, so that each is timed as the
-first question of its shape (the builder builds and renders a tree once per shape,
-then binds values into its text).
+``--cold`` forgets the builder's shapes and the rendered panels before each call, so
+that each is timed as the first question of its shape (the builder builds and renders
+a tree once per shape, then binds values into its text; a panel, which binds nothing,
+is rendered once).
 
 ``--from-trees`` times instead what rendering each question's SQL from a sqlglot tree
 costs (the tree parsed once beforehand, only ``tree.sql(dialect)`` timed, and the SQL
@@ -133,6 +134,7 @@ def main() -> int:
 def cold(work: Callable[[], str]) -> Callable[[], str]:
     def first_of_its_shape() -> str:
         forget_shapes()
+        grafana.forget_panels()
         return work()
 
     return first_of_its_shape
@@ -148,7 +150,7 @@ def from_trees(kind: str, works: dict[str, Callable[[], str]]) -> dict[str, Call
         if kind == "sla":
             compiled = SLA_COMPILED[name]
             if compiled.fallback is not None:
-                texts[f"{name} fallback"] = compiled.fallback.sql
+                texts[f"{name} fallback"] = compiled.fallback().sql
         dialect = dialects.dialect_for(target)
         for label, text in texts.items():
             tree = sqlglot.parse_one(text, read=dialect)

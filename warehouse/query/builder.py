@@ -15,6 +15,7 @@ again and again, so a question of a known shape costs only binding its values.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -71,21 +72,27 @@ T = TypeVar("T")
 
 @dataclass(eq=False)
 class Statement:
-    """A question's SQL as a tree, and its text for each target, rendered once."""
+    """A question's SQL as a tree, and its text for each target, rendered once when first
+    asked for (a client merge's fallback is seldom run)."""
 
     tree: exp.Expr
-    placeholders: frozenset[str]
-    sql: str
-    """ClickHouse SQL, the source dialect."""
     _texts: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, tree: exp.Expr) -> Statement:
-        return cls(tree, trees.placeholders(tree), dialects.render(tree, dialects.SOURCE))
+        return cls(tree)
+
+    @functools.cached_property
+    def placeholders(self) -> frozenset[str]:
+        """The names of the values it binds."""
+        return trees.placeholders(self.tree)
+
+    @property
+    def sql(self) -> str:
+        """ClickHouse SQL, the source dialect."""
+        return self.render(dialects.SOURCE)
 
     def render(self, dialect: str) -> str:
-        if dialect == dialects.SOURCE:
-            return self.sql
         if dialect not in self._texts:
             self._texts[dialect] = dialects.render(self.tree, dialect)
         return self._texts[dialect]
@@ -95,7 +102,8 @@ class Statement:
 class Compiled:
     """A question as ClickHouse SQL with its parameters, and the plan behind it."""
 
-    sql: str
+    text: str | None
+    """The SQL, when given as text (else :attr:`statement` renders it)."""
     parameters: dict[str, Any]
     plan: Plan
     columns: tuple[str, ...]
@@ -109,11 +117,20 @@ class Compiled:
     merge: local_merge.LocalMerge | None = None
     """When set, the SQL returns rollup rows, which this merges into the answer
     (:mod:`warehouse.query.local_merge`)."""
-    fallback: Compiled | None = None
-    """With :attr:`merge`: the same question merged by ClickHouse, for when the ragged
-    ends hold more requests than :data:`~warehouse.query.local_merge.MAX_REQUESTS`."""
+    fallback: Callable[[], Compiled] | None = None
+    """With :attr:`merge`: the same question merged by ClickHouse (built when called),
+    for when the ragged ends hold more requests than
+    :data:`~warehouse.query.local_merge.MAX_REQUESTS`."""
     statement: Statement | None = None
     """The SQL as a tree; None for SQL given as text."""
+
+    @property
+    def sql(self) -> str:
+        """The ClickHouse SQL."""
+        if self.statement is not None:
+            return self.statement.sql
+        assert self.text is not None  # a Compiled holds text or a statement
+        return self.text
 
     @property
     def tree(self) -> exp.Expr:
@@ -202,48 +219,58 @@ def compile_question(
         local,
         tuple(sorted(table for table, starts in listed.items() if starts is not None)),
     )
-    shape = _SHAPES.get(key)
-    if shape is None:
-        shape = _build(
-            question, database, source, found, dims, measures, filters, composite, local, listed
-        )
-        _SHAPES.put(key, shape)
     parameters = _parameters(question, found, filters, kept, thresholds, composite, listed)
-    compiled = Compiled(
-        shape.statement.sql,
-        parameters,
-        found,
-        shape.columns,
-        shape.sql_columns,
-        shape.histograms,
-        (question.order_by, question.limit)
-        if question.order_by is not None and shape.sorted_later
-        else None,
-        statement=shape.statement,
-    )
-    if shape.merged is None:
-        return compiled
+
+    def sql_path() -> Compiled:
+        shape = _SHAPES.get(key)
+        if shape is None:
+            shape = _build(
+                question, database, source, found, dims, measures, filters, composite
+            )
+            _SHAPES.put(key, shape)
+        return Compiled(
+            None,
+            parameters,
+            found,
+            shape.columns,
+            shape.sql_columns,
+            shape.histograms,
+            (question.order_by, question.limit)
+            if question.order_by is not None and shape.sorted_later
+            else None,
+            statement=shape.statement,
+        )
+
+    merged = None
+    if local and source is not None:
+        merged = _MERGED.get(key)
+        if merged is None:
+            merged = _merged_here(
+                question, source, found, dims, measures, filters, database, listed
+            )
+            _MERGED.put(key, merged or _NOT_MERGED)
+    if merged is None or merged is _NOT_MERGED:
+        return sql_path()
     # The SQL path stays the fallback of the client merge, for ragged ends too busy to
-    # ship request by request.
+    # ship request by request: built only then (most questions never need it).
     span = question.interval or timedelta(seconds=question.range.seconds)
     merge = local_merge.LocalMerge(
-        columns=shape.merged.columns,
-        dimensions=shape.merged.dimensions,
-        aggregates=shape.merged.aggregates,
-        percentiles=shape.merged.percentiles,
+        columns=merged.columns,
+        dimensions=merged.dimensions,
+        aggregates=merged.aggregates,
+        percentiles=merged.percentiles,
         spans=tuple((s.since_ms, s.until_ms) for s in question.spans),
         interval_ms=int(question.interval.total_seconds() * 1000) if question.interval else None,
         seconds=span.total_seconds(),
     )
-    statement = shape.merged.statement
     return Compiled(
-        statement.sql,
+        None,
         parameters,
         found,
         merge.columns,
         merge=merge,
-        fallback=compiled,
-        statement=statement,
+        fallback=sql_path,
+        statement=merged.statement,
     )
 
 
@@ -273,7 +300,7 @@ def compile_values(
     for index, (_, values) in enumerate(checked):
         parameters.update(zip(_filter_names(index, len(values)), values, strict=True))
     plan_of = Plan("requests", "raw values", "none")
-    return Compiled(statement.sql, parameters, plan_of, ("value",), ("value",), statement=statement)
+    return Compiled(None, parameters, plan_of, ("value",), ("value",), statement=statement)
 
 
 # -- a shape of question, built once ----------------------------------------------------
@@ -290,6 +317,10 @@ class _Merged:
     percentiles: tuple[tuple[str, str, float], ...]
 
 
+_NOT_MERGED = _Merged(Statement(exp.Null()), (), (), (), ())
+"""A shape whose measures the client cannot merge (cached as such)."""
+
+
 @dataclass(frozen=True)
 class _Shape:
     statement: Statement
@@ -297,7 +328,6 @@ class _Shape:
     sql_columns: tuple[str, ...]
     histograms: tuple[tuple[str, str, float], ...]
     sorted_later: bool
-    merged: _Merged | None
 
 
 class _Cache(Generic[T]):
@@ -323,6 +353,7 @@ class _Cache(Generic[T]):
 
 
 _SHAPES: _Cache[_Shape] = _Cache(2048)
+_MERGED: _Cache[_Merged] = _Cache(2048)
 _VALUES: _Cache[Statement] = _Cache(256)
 
 
@@ -330,6 +361,7 @@ def forget_shapes() -> None:
     """Forget every built shape: the next question of each is built anew (for measuring
     what a first question costs)."""
     _SHAPES.clear()
+    _MERGED.clear()
     _VALUES.clear()
 
 
@@ -362,8 +394,6 @@ def _build(
     measures: list[Measure],
     filters: Filters,
     composite: bool,
-    local: bool,
-    listed: Mapping[str, list[int] | None],
 ) -> _Shape:
     """The tree of a question of this shape, and what reading its answer needs;
     ``composite``: the range is read in pieces (or spans) of ``source``."""
@@ -459,10 +489,7 @@ def _build(
         for m in measures
         if m.column in histograms and m.level is not None
     )
-    merged = None
-    if local and source is not None:
-        merged = _merged_here(question, source, found, dims, measures, filters, database, listed)
-    return _Shape(Statement.of(query), columns, sql_columns, percentiles, sorted_later, merged)
+    return _Shape(Statement.of(query), columns, sql_columns, percentiles, sorted_later)
 
 
 def _parameters(

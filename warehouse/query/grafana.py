@@ -29,7 +29,7 @@ A range is ``[from, to)``, as everywhere in this product (the plugin's own
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,7 +46,7 @@ from warehouse.query.stats import Arithmetic
 from warehouse.query.timerange import TimeRange, ceil_to, floor_to
 from warehouse.store.clickhouse import SERVER
 
-__all__ = ["INTERVAL", "SQL", "PanelQuestion", "Rendered", "render"]
+__all__ = ["INTERVAL", "SQL", "PanelQuestion", "Rendered", "forget_panels", "render"]
 
 INTERVAL = timedelta(minutes=1)
 """The finest bucket of a panel read from a rollup: its minimum interval in Grafana."""
@@ -212,7 +212,47 @@ _FILTER_MARK = "grafana variable "
 
 
 def render(question: PanelQuestion) -> Rendered:
-    """The panel SQL of ``question`` for grafana-clickhouse-datasource (v4)."""
+    """The panel SQL of ``question`` for grafana-clickhouse-datasource (v4).
+
+    A panel binds no values (Grafana supplies them): its SQL is rendered once per
+    panel question, as the builder renders a question once per shape."""
+    key = _key(question)
+    found = _RENDERED.get(key)
+    if found is None:
+        if len(_RENDERED) >= 512:
+            _RENDERED.clear()
+        found = _RENDERED[key] = _rendered(question)
+    return found
+
+
+_RENDERED: dict[tuple[Hashable, ...], Rendered] = {}
+
+
+def forget_panels() -> None:
+    """Forget every rendered panel (for measuring what a first rendering costs)."""
+    _RENDERED.clear()
+
+
+def _key(question: PanelQuestion) -> tuple[Hashable, ...]:
+    """Everything of ``question`` its SQL depends on, hashable."""
+    return (
+        tuple(question.measures),
+        tuple(question.by),
+        tuple(question.filters),
+        tuple(sorted((k, tuple(v)) for k, v in question.fixed.items())),
+        tuple(sorted(question.thresholds.items())),
+        question.timeseries,
+        question.window,
+        question.by_variable,
+        question.exact,
+        question.include_probes,
+        question.order_by,
+        question.limit,
+        tuple(question.derived.items()),  # the formulas themselves, by identity
+    )
+
+
+def _rendered(question: PanelQuestion) -> Rendered:
     # A window's template range ends where its cuts are distinct (or where the plan
     # needs none of those that meet): tried minute by minute.
     for shift in range(60 if question.window is not None else 1):

@@ -31,6 +31,7 @@ def bucket_rows(
     where: Sequence[exp.Expr] = (),
     keys: Sequence[tuple[str, exp.Expr]] = (),
     bucket: exp.Expr | None = None,
+    filling: bool = False,
 ) -> exp.Select:
     """Rollup rows per ``bucket`` (a request's minute by default) from the `requests`
     rows at ``source`` that every condition of ``where`` picks, grouped by
@@ -38,6 +39,8 @@ def bucket_rows(
 
     The conditions and keys apply to the requests themselves, in a subquery: there
     ``ts`` is the request's time, not the minute the row's ``ts`` is aliased over it.
+    ``filling``: the rows a view or a backfill writes (each column's
+    :attr:`~warehouse.aggregates.Aggregate.filling`), not those a question reads.
     """
     read: exp.Expr = source
     if where or keys:
@@ -50,7 +53,10 @@ def bucket_rows(
     items = [
         trees.alias(bucket if bucket is not None else minute(), "ts"),
         *(trees.column(name) for name in grouped),
-        *(trees.alias(trees.expression(c.over_requests), c.name) for c in columns),
+        *(
+            trees.alias(trees.expression(c.filling if filling else c.over_requests), c.name)
+            for c in columns
+        ),
     ]
     rows = trees.select(items, read)
     return rows.group_by(*(trees.column(name) for name in ["ts", *grouped]), copy=False)

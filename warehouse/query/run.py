@@ -34,7 +34,7 @@ def execute(store: Store, compiled: Compiled) -> Result:
     table = store.query_arrow(sql, _used(compiled))
     if compiled.merge is not None:
         if compiled.fallback is not None and too_many_requests(table):
-            return execute(store, compiled.fallback)
+            return execute(store, compiled.fallback())
         frame = normalize(merge_rows(table, compiled.merge), compiled.columns)
     else:
         frame = normalize(_read_histograms(table, compiled), compiled.columns)

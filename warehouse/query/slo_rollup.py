@@ -118,15 +118,17 @@ class SloRollup:
         condition: exp.Expr | None = None,
         columns: Sequence[str] | None = None,
         keys: Sequence[tuple[str, exp.Expr]] = (),
+        filling: bool = False,
     ) -> exp.Select:
         """Its rows from `requests` (those ``condition`` picks, if given; only the named
-        ``columns``, if given; grouped by ``keys`` too, if given)."""
+        ``columns``, if given; grouped by ``keys`` too, if given), as a question reads
+        them or (``filling``) as its view and backfill write them."""
         where = self._scope()
         if condition is not None:
             where.append(exp.paren(condition))
         pieces = [c for c in self.columns if columns is None or c.name in columns]
         table = trees.table("requests", database)
-        return bucket_rows(table, self.dimensions, pieces, where, keys)
+        return bucket_rows(table, self.dimensions, pieces, where, keys, filling=filling)
 
     def _scope(self) -> list[exp.Expr]:
         """The conditions picking the `requests` rows it holds."""
@@ -242,7 +244,7 @@ class SloRollup:
             self.requests_table, self.dimensions, request_columns=self.request_columns
         )
         from_requests = (
-            (self.table, _text(self.rows(database))),
+            (self.table, _text(self.rows(database, filling=True))),
             (self.requests_table, _text(self.request_select(database))),
         )
         derived = [(table, _text(select)) for table, select in self.derived(database)]
@@ -291,6 +293,7 @@ class SloRollup:
             (),
             self.columns,
             bucket=trees.expression("toStartOfSecond(ts)"),
+            filling=True,
         )
         found.append((seconds, per_second))
         return found
