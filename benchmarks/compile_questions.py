@@ -40,8 +40,9 @@ from datetime import UTC, datetime, timedelta
 
 import sqlglot
 
+from warehouse import dialects
 from warehouse.exporters import grafana_dashboards
-from warehouse.query import dialects, grafana
+from warehouse.query import grafana
 from warehouse.query.builder import Compiled, Question, compile_question, forget_shapes
 from warehouse.query.slo import SLO, load_slo
 from warehouse.query.slo_rollup import SloRollup

@@ -9,9 +9,9 @@ import re
 import pytest
 from test_migrations import TABLES
 
+from warehouse import dialects
 from warehouse.config import Config
 from warehouse.errors import MigrationError
-from warehouse.query import dialects
 from warehouse.query.slo import load_slo
 from warehouse.query.slo_rollup import SloRollup
 from warehouse.store import open_store

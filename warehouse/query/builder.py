@@ -24,10 +24,11 @@ from typing import Any, Generic, TypeVar
 
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.aggregates import position_columns
 from warehouse.errors import QueryError
 from warehouse.model import LATENCY_COLUMNS
-from warehouse.query import dialects, local_merge, trees
+from warehouse.query import local_merge, trees
 from warehouse.query.planner import (
     HISTOGRAM_ERROR,
     HISTOGRAM_PERCENTILE_ERROR,

@@ -37,9 +37,9 @@ from typing import Any
 import polars as pl
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.aggregates import histogram_quantile_sql
 from warehouse.errors import QueryError
-from warehouse.query import dialects
 from warehouse.query.builder import Compiled, Plan, Question, compile_question
 from warehouse.query.registry import dimension
 from warehouse.query.stats import Arithmetic

@@ -27,8 +27,8 @@ from typing import Any
 
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.errors import QueryError
-from warehouse.query import dialects
 from warehouse.query.readonly import check_read_only
 from warehouse.query.timerange import parse_instant
 from warehouse.resources import shipped_dir

@@ -18,8 +18,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
+from warehouse import dialects
 from warehouse.errors import QueryError, StoreError
-from warehouse.query import dialects, trees
+from warehouse.query import trees
 from warehouse.store import tenancy
 from warehouse.store.base import Store
 

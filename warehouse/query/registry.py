@@ -2,7 +2,7 @@
 
 A dimension or a measure is a piece of ClickHouse SQL over `requests` (and, where the
 rollups can answer it, over `requests_1m`/`requests_1h`); the builder puts the pieces
-together and :mod:`warehouse.query.dialects` renders them for the store. Names asked for
+together and :mod:`warehouse.dialects` renders them for the store. Names asked for
 by users are looked up here and nowhere else, so no user string becomes an identifier:
 an unknown name is an error listing the known ones.
 

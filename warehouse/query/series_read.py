@@ -21,8 +21,9 @@ import pyarrow.compute as pc
 import re2
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.errors import QueryError, SeriesLimitExceeded
-from warehouse.query import dialects, trees
+from warehouse.query import trees
 from warehouse.store.base import Store
 
 __all__ = [

@@ -28,8 +28,9 @@ from typing import Any
 import polars as pl
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.config import Config
-from warehouse.query import dialects, trees
+from warehouse.query import trees
 from warehouse.query.slo import SLO
 from warehouse.query.slo_rollup import GRAIN, SloRollup, scope_terms
 from warehouse.store import slo_rollups

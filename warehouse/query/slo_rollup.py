@@ -24,8 +24,9 @@ import numpy as np
 import polars as pl
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.aggregates import Aggregate, aggregate, check_prefix, good, position_columns
-from warehouse.query import dialects, trees
+from warehouse.query import trees
 from warehouse.query.builder import RollupSource
 from warehouse.query.local_merge import columns_read
 from warehouse.query.registry import dimension, measure

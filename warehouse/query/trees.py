@@ -1,7 +1,7 @@
 """Pieces of the query layer's SQL as sqlglot trees, shaped as ClickHouse SQL parses.
 
 The builder composes a question from these and from the registry's expressions; each
-target renders the tree (:mod:`warehouse.query.dialects`). A node is built as the
+target renders the tree (:mod:`warehouse.dialects`). A node is built as the
 ClickHouse parser would have built it from the same text, so that every dialect module
 translates it as it translates parsed SQL. A piece written in SQL is parsed once
 (:func:`expression`) and copied for each use.
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from sqlglot import exp
 
-from warehouse.query import dialects
+from warehouse import dialects
 
 __all__ = [
     "alias",

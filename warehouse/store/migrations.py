@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from sqlglot import exp
 
-from warehouse.aggregates import BUILT_IN, DECODING, clickhouse_bucket, rollup_columns
+from warehouse import dialects
+from warehouse.aggregates import BUILT_IN, Aggregate, clickhouse_bucket, rollup_columns
 from warehouse.config import Config
 from warehouse.errors import ChecksumMismatch, MigrationError, StoreError
-from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS, ROLLUP_LATENCIES
+from warehouse.model import BUCKET_GROWTH, BUCKET_MIN_MS
 from warehouse.resources import shipped_dir
 from warehouse.store.base import Store
 
@@ -67,33 +69,21 @@ def _clickhouse_rollup(source: str) -> str:
 
 
 def _duckdb_rollup(source: str) -> str:
-    """DuckDB's rollup measures (views over `requests`): the columns of ClickHouse's."""
+    """DuckDB's rollup measures (views over `requests`): the columns of ClickHouse's, each
+    its aggregate rendered for DuckDB, of the column's type and never NULL."""
     if source != "requests":
         raise MigrationError(f"DuckDB's rollups are views over requests, not {source!r}")
     return ",\n    ".join(
-        [
-            "count(*)::UBIGINT AS requests",
-            "count(*) FILTER (WHERE status = 'error')::UBIGINT AS errors",
-            "count(*) FILTER (WHERE status = 'rejected')::UBIGINT AS rejections",
-            "coalesce(histogram(error_class) FILTER (WHERE error_class <> ''), MAP {}) "
-            "AS errors_by_class",
-            *(
-                f"coalesce(sum({c}), 0)::UBIGINT AS {c}_sum"
-                for c in ("prompt_tokens", "output_tokens", "cached_prompt_tokens")
-            ),
-            f"coalesce(sum(output_tokens - 1) FILTER (WHERE {DECODING}), 0)::UBIGINT "
-            "AS decode_tokens_sum",
-            f"coalesce(sum(e2e_ms::DOUBLE - ttft_ms::DOUBLE) FILTER (WHERE {DECODING}), 0) "
-            "AS decode_ms_sum",
-            *(
-                f"coalesce(sum({c}::DOUBLE), 0) AS {c}_sum,\n    "
-                f"coalesce(histogram((least({_duckdb_bucket(c)}, 32767) * 2 "
-                f"+ (status = 'ok')::INTEGER)::USMALLINT) FILTER (WHERE {c} IS NOT NULL), "
-                f"MAP {{}}) AS {c}_hist"
-                for c in ROLLUP_LATENCIES
-            ),
-        ]
+        dialects.render(_view_column(c), "duckdb") for c in rollup_columns(BUILT_IN)
     )
+
+
+def _view_column(column: Aggregate) -> exp.Expr:
+    value = dialects.parse(column.over_requests)
+    if column.merged_by != "sumMap":  # a map's translation is never NULL already
+        kind = exp.DataType.build(column.value_type, dialect=dialects.WarehouseClickHouse)
+        value = exp.cast(exp.Coalesce(this=value, expressions=[exp.Literal.number(0)]), kind)
+    return exp.alias_(value, column.name)
 
 
 _MACROS: dict[str, dict[str, Callable[[str], str]]] = {

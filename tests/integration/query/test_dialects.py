@@ -32,8 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from warehouse.dialects import transpile
 from warehouse.errors import QueryError
-from warehouse.query.dialects import transpile
 from warehouse.store import Store, open_store
 
 DATABASE = "dialects"

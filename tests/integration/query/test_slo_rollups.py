@@ -22,10 +22,11 @@ from days import at
 from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
+from warehouse import dialects
 from warehouse.aggregates import BUILT_IN, rollup_columns
 from warehouse.api import Warehouse
 from warehouse.cli import app
-from warehouse.query import dialects, local_merge, run, slo_apply, trees
+from warehouse.query import local_merge, run, slo_apply, trees
 from warehouse.query.builder import Question, compile_question
 from warehouse.query.rollup_rows import bucket_rows, request_rows
 from warehouse.query.run import ask

@@ -13,8 +13,8 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.errors import QueryError
-from warehouse.query import dialects
 from warehouse.query.builder import Question, compile_question
 from warehouse.query.timerange import time_range
 from warehouse.store.base import Capabilities

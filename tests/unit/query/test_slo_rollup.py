@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.aggregates import check_prefix
-from warehouse.query import dialects
 from warehouse.query.builder import Question, compile_question
 from warehouse.query.slo import parse_objective, parse_slo
 from warehouse.query.slo_rollup import SloRollup, percentile_verdicts

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from warehouse import dialects
 from warehouse.errors import QueryError
-from warehouse.query import dialects
 from warehouse.query.readonly import check_read_only, scope_to_tenant
 
 SCOPED = "(SELECT * FROM requests WHERE tenant = {llmwh_tenant: String}) AS requests"

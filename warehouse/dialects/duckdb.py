@@ -67,6 +67,8 @@ _FUNCTIONS: dict[str, Callable[[Args], exp.Expr]] = {
     "toUInt64": _cast_integer("UBIGINT"),
     "toInt32": _cast_integer("INTEGER"),
     "toUInt32": _cast_integer("UINTEGER"),
+    "toUInt16": _cast_integer("USMALLINT"),
+    "toString": _cast("VARCHAR"),
     "toStartOfInterval": _start_of_interval,
     "fromUnixTimestamp64Milli": _from_unix_milli,
     "toUnixTimestamp64Milli": lambda args: _call("epoch_ms", args[0]),
@@ -92,6 +94,26 @@ _QUANTILES: dict[str, tuple[str, bool]] = {
     "quantile": ("approx_quantile", False),
     "quantiles": ("approx_quantile", True),
 }
+
+def _counted_keys(args: Args) -> exp.Expr:
+    """The key of ``sumMap(map(key, 1))``: what DuckDB's ``histogram`` counts."""
+    one = args[0]
+    if isinstance(one, exp.VarMap) and len(one.args["keys"].expressions) == 1:
+        [count] = one.args["values"].expressions
+        inner = count.expressions[0] if isinstance(count, exp.Anonymous) else count
+        if isinstance(inner, exp.Literal) and inner.this == "1":
+            return one.args["keys"].expressions[0]
+    raise QueryError("ClickHouse sumMap(...) has a DuckDB translation for map(key, 1) only")
+
+
+def _histogram(keys: exp.Expr, condition: exp.Expr | None = None) -> exp.Expr:
+    # sumMap of no rows is an empty map, DuckDB's histogram NULL.
+    counted: exp.Expr = _call("histogram", keys)
+    if condition is not None:
+        counted = _filtered(counted, condition)
+    empty = exp.VarMap(keys=exp.Array(), values=exp.Array())
+    return exp.Coalesce(this=counted, expressions=[empty])
+
 
 # Plain aggregates that take the `If` combinator: ClickHouse `fIf(x, cond)`.
 _AGGREGATES: dict[str, Callable[[Args], exp.Expr]] = {
@@ -123,7 +145,32 @@ def _quantile(name: str, levels: Args, args: Args) -> exp.Expr:
     return _call(function, exp.cast(args[0], "DOUBLE"), level)
 
 
+def _as_number(operand: exp.Expr) -> exp.Expr:
+    """A comparison as ClickHouse computes with it: a UInt8, 1 or 0 (DuckDB adds no
+    BOOLEAN to a number)."""
+    if isinstance(operand, exp.Paren):
+        operand = operand.this
+    if isinstance(operand, exp.Predicate):
+        return exp.cast(operand.copy(), exp.DataType.build("UTINYINT", dialect="duckdb"))
+    return operand
+
+
 class WarehouseDuckDBGenerator(DuckDBGenerator):
+    def add_sql(self, expression: exp.Add) -> str:
+        return self._arithmetic(expression) or super().add_sql(expression)
+
+    def sub_sql(self, expression: exp.Sub) -> str:
+        return self._arithmetic(expression) or super().sub_sql(expression)
+
+    def mul_sql(self, expression: exp.Mul) -> str:
+        return self._arithmetic(expression) or super().mul_sql(expression)
+
+    def _arithmetic(self, expression: exp.Binary) -> str | None:
+        left, right = _as_number(expression.this), _as_number(expression.expression)
+        if left is expression.this and right is expression.expression:
+            return None
+        return self.sql(type(expression)(this=left, expression=right))
+
     def column_sql(self, expression: exp.Column) -> str:
         if not expression.table and expression.name.lower() in _NON_FINITE:
             literal = exp.Literal.string(_NON_FINITE[expression.name.lower()])
@@ -183,6 +230,8 @@ class WarehouseDuckDBGenerator(DuckDBGenerator):
         return self.sql(_quantile("quantile", [expression.args["quantile"]], [expression.this]))
 
     def anonymousaggfunc_sql(self, expression: exp.AnonymousAggFunc) -> str:
+        if expression.name == "sumMap":
+            return self.sql(_histogram(_counted_keys(list(expression.expressions))))
         base = _AGGREGATES.get(expression.name)
         if base is None:
             raise QueryError(
@@ -211,6 +260,9 @@ class WarehouseDuckDBGenerator(DuckDBGenerator):
 
     def combinedaggfunc_sql(self, expression: exp.CombinedAggFunc) -> str:
         name = expression.name
+        if name == "sumMapIf":
+            *args, condition = expression.expressions
+            return self.sql(_histogram(_counted_keys(args), condition))
         base = _AGGREGATES.get(name[:-2]) if name.endswith("If") else None
         if base is None:
             raise QueryError(f"ClickHouse aggregate {name}(...) has no DuckDB translation")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from warehouse.dialects.clickhouse import WarehouseClickHouse
+from warehouse.dialects.duckdb import WarehouseDuckDB
 from warehouse.errors import QueryError
-from warehouse.query.dialects.clickhouse import WarehouseClickHouse
-from warehouse.query.dialects.duckdb import WarehouseDuckDB
 
 __all__ = [
     "SOURCE",
