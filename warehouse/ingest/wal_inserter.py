@@ -188,7 +188,8 @@ class WalInserter:
                 continue
             failures += 1  # retried: the frames stay first in line
             with self._changed:
-                self._changed.wait(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
+                if not self._closing:  # close() may have come between the two locks
+                    self._changed.wait(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS)) - 1])
 
     def _attempt(self, batch: list[Frame]) -> bool:
         """Insert ``batch`` and drop it from the queue; False when the insert failed (the

@@ -46,10 +46,14 @@ START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 
 def served(embedded_server, tmp_path, **settings) -> Iterator[tuple[str, str, str]]:
     """`llmwh serve --otlp-grpc-listen` with ``settings`` (as LLMWH_* variables): yields
-    its HTTP base URL, its gRPC HOST:PORT and its store URL."""
+    its HTTP base URL, its gRPC HOST:PORT and its store URL.
+
+    Without a write-ahead log unless ``settings`` ask for one: the tests read what an
+    export stored (or that a refused one stored nothing) as soon as it is answered."""
     url = embedded_server.store_url(f"grpc_{uuid.uuid4().hex[:10]}")
     port, grpc_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+    settings = {"wal": "false", **settings}
     env |= {f"LLMWH_{name.upper()}": str(value) for name, value in settings.items()}
     process = subprocess.Popen(
         [sys.executable, "-m", "warehouse", "serve", "--store", url,
