@@ -313,15 +313,16 @@ def _render(
         column = exp.column(order_by.lstrip("-"), quoted=True)
         query = (
             exp.select("*")
-            .from_(query.subquery())
-            .order_by(exp.Ordered(this=column, desc=order_by.startswith("-")))
+            .from_(query.subquery(copy=False), copy=False)
+            .order_by(exp.Ordered(this=column, desc=order_by.startswith("-")), copy=False)
         )
-        query = query.limit(int(limit)) if limit is not None else query
+        query = query.limit(int(limit), copy=False) if limit is not None else query
     if question.derived:
         query = _with_derived(question, compiled, query)
     for name, value in defined:
         query = query.with_(name, as_=value, scalar=True, copy=False)
-    return Rendered(query.sql(dialect=dialects.WarehouseClickHouse), compiled.plan)
+    # The query is this call's own: rendered without the copy sqlglot makes by default.
+    return Rendered(query.sql(dialect=dialects.WarehouseClickHouse, copy=False), compiled.plan)
 
 
 def _query(tree: exp.Expr) -> exp.Query:
@@ -483,9 +484,9 @@ def _with_derived(question: PanelQuestion, compiled: Compiled, tree: exp.Query) 
         for name, formula in question.derived.items()
     ]
     derived = exp.select(*(exp.column(k, quoted=True) for k in keys), *columns).from_(
-        tree.subquery()
+        tree.subquery(copy=False), copy=False
     )
-    return derived.order_by("time") if question.timeseries else derived
+    return derived.order_by("time", copy=False) if question.timeseries else derived
 
 
 def _number(value: Any) -> bool:
