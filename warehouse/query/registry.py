@@ -136,11 +136,11 @@ class Measure:
     def is_percentile(self) -> bool:
         return self.level is not None
 
-    @property
+    @functools.cached_property
     def needs_thresholds(self) -> bool:
         return not self.is_percentile and "good_count" in trees.placeholders(self._formula)
 
-    @property
+    @functools.cached_property
     def counts_below(self) -> bool:
         """Counts requests under a latency: from a rollup, in proportion within one bucket."""
         return any(isinstance(r, HistogramCount) and r.limit for r in self._reads.values())
