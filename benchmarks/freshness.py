@@ -1,6 +1,7 @@
 """Freshness: from a receiver's 2xx to the first query that counts the data.
 
-    python benchmarks/freshness.py [--repeat 5] [--seal-after 10] [--seal-every 5] [--wal] [--json]
+    python benchmarks/freshness.py [--repeat 5] [--seal-after 10] [--seal-every 5]
+        [--no-wal] [--json]
 
 Starts ``llmwh serve`` on the embedded ClickHouse and, ``--repeat`` times for each kind
 of write, sends one write of fresh data, notes when the 2xx came, and asks until the
@@ -16,9 +17,10 @@ data is counted (every 50 ms):
 Prints the seconds from 2xx to counted: median and range per kind. Events and plain
 samples are written before they are acknowledged, so they count at once; a request sent
 as samples counts once it is sealed: ``seal_after_seconds`` after its last part, at the
-next sealing run (every ``seal_every_seconds``). With ``--wal`` (``llmwh serve --wal``) a
-write is acknowledged once it is in the receiver's write-ahead log, and counts once the
-log is inserted (every ``wal_flush_ms``).
+next sealing run (every ``seal_every_seconds``). ``llmwh serve`` as shipped acknowledges
+a write once it is in the receiver's write-ahead log, and it counts once the log is
+inserted (every ``wal_flush_ms``); ``--no-wal`` (``llmwh serve --no-wal``) acknowledges
+once it is in the store.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def main() -> None:
     parser.add_argument("--seal-after", type=int, default=None)
     parser.add_argument("--seal-every", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=120)
-    parser.add_argument("--wal", action="store_true", help="llmwh serve --wal")
+    parser.add_argument("--no-wal", action="store_true", help="llmwh serve --no-wal")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.seal_after is not None:
@@ -66,7 +68,7 @@ def main() -> None:
     if args.seal_every is not None:
         os.environ["LLMWH_SEAL_EVERY_SECONDS"] = str(args.seal_every)
     with tempfile.TemporaryDirectory(prefix="llmwh-freshness-") as tmp:
-        receiver = Receiver("llmwh-wal" if args.wal else "llmwh", Path(tmp))
+        receiver = Receiver("llmwh-no-wal" if args.no_wal else "llmwh", Path(tmp))
         receiver.start()
         try:
             wh = connect(server_status(receiver.root / "data").store_url())

@@ -31,7 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from remote_write import HEADERS, SAMPLES_PER_BODY, Receiver, _build_lanes
+from remote_write import HEADERS, SAMPLES_PER_BODY, Receiver, _build_lanes, wait_wal_inserted
 
 from warehouse.compare.worker import status_bytes
 from warehouse.store import open_store
@@ -87,6 +87,7 @@ def _run(receiver: Receiver, lanes: list, args: argparse.Namespace) -> dict:
     for report in reports:
         for status, n in report["statuses"].items():
             statuses[status] = statuses.get(status, 0) + n
+    wait_wal_inserted(receiver.port)  # acknowledged once in its log: stored within 500 ms
     store = open_store(server.store_url())
     stored = store.query_arrow("SELECT count() FROM llmwh.samples FINAL").column(0)[0].as_py()
     store.close()

@@ -26,7 +26,7 @@ from pathlib import Path
 import grpc
 import pyarrow as pa
 import pyarrow.compute as pc
-from remote_write import Receiver, _Connection, _cpu_seconds, _free_port
+from remote_write import Receiver, _Connection, _cpu_seconds, _free_port, wait_wal_inserted
 
 from warehouse.ingest.otlp.grpc_server import TRACES_METHOD
 from warehouse.store import open_store
@@ -157,6 +157,7 @@ def _run(path: str, bodies: list[bytes], chunks: list[pa.Table], connections: in
             for thread in threads:
                 thread.join()
             elapsed = time.perf_counter() - started
+            wait_wal_inserted(receiver.port)  # its CPU includes inserting what it acknowledged
             after = _cpu_seconds(receiver.process.pid)
             accepted = statuses[200]
             return {

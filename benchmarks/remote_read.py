@@ -28,7 +28,7 @@ from pathlib import Path
 
 import cramjam
 import numpy as np
-from remote_write import HEADERS, Receiver, _log
+from remote_write import HEADERS, Receiver, _log, wait_wal_inserted
 
 from warehouse.store.embedded import server_status
 from warehouse.wire.prometheus import V1, delimited, encode_samples
@@ -60,6 +60,7 @@ def main() -> None:
                     _post(receiver.write_url, body)
                 _log(f"  wrote {samples:,} samples to {receiver.name} "
                      f"in {time.perf_counter() - started:.1f}s")  # fmt: skip
+            wait_wal_inserted(warehouse.port)  # what its log acknowledged, readable
             b = _reader(root / "b", f"http://127.0.0.1:{warehouse.port}/api/v1/read")
             clickhouse = server_status(root / "llmwh" / "data")
             pids = {

@@ -1,7 +1,7 @@
 """Sealing under sustained per-request remote write: does it keep up?
 
     python benchmarks/sealing.py [--seconds 300] [--connections 32]
-        [--seal-after 10] [--seal-every 5] [--max-samples 40000000] [--wal] [--json]
+        [--seal-after 10] [--seal-every 5] [--max-samples 40000000] [--no-wal] [--json]
 
 Starts ``llmwh serve`` on the embedded ClickHouse and sends pre-built remote-write 1.0
 bodies of per-request LLM metrics (``benchmarks/remote_write.py``'s ``high`` workload:
@@ -20,13 +20,13 @@ be in ``requests`` and prints:
 * the rows a refresh reads and writes (median; ``system.view_refreshes``), and the
   rows the five longest refreshes wrote (a long refresh with a large slice differs
   from one that was starved of CPU);
-* how long after the last write the last part reached the store (with ``--wal``, the
-  log's inserter stamps parts as received when it writes them, and sealing counts from
-  there).
+* how long after the last write the last part reached the store (with the write-ahead
+  log, as shipped, the log's inserter stamps parts as received when it writes them, and
+  sealing counts from there).
 
-``--wal`` runs ``llmwh serve --wal`` (writes acknowledged once in the receiver's
-write-ahead log, inserted every 500 ms). Set ``LLMWH_BENCH_BODIES`` to a directory to
-keep the built bodies for the next run.
+``llmwh serve`` acknowledges writes once in the receiver's write-ahead log, inserted
+every 500 ms; ``--no-wal`` runs ``llmwh serve --no-wal`` (acknowledged once stored).
+Set ``LLMWH_BENCH_BODIES`` to a directory to keep the built bodies for the next run.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def main() -> None:
     bodies_per_lane = max(1, args.max_samples // SAMPLES_PER_BODY // args.connections)
     lanes = _build_lanes("high", args.connections, bodies_per_lane)
     with tempfile.TemporaryDirectory(prefix="llmwh-sealing-") as tmp:
-        receiver = Receiver("llmwh-wal" if args.wal else "llmwh", Path(tmp))
+        receiver = Receiver("llmwh-no-wal" if args.no_wal else "llmwh", Path(tmp))
         receiver.start()
         try:
             result = _run(receiver, lanes, args)
@@ -77,7 +77,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--seal-after", type=int, default=10)
     parser.add_argument("--seal-every", type=int, default=5)
     parser.add_argument("--max-samples", type=int, default=40_000_000)
-    parser.add_argument("--wal", action="store_true", help="llmwh serve --wal")
+    parser.add_argument("--no-wal", action="store_true", help="llmwh serve --no-wal")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()
 
@@ -185,7 +185,7 @@ def _run(receiver: Receiver, lanes: list[list[bytes]], args: argparse.Namespace)
     )
     watcher.stopping.set()
     watcher.join()
-    # Sealing counts from when a part reached the store (with --wal, when the log's
+    # Sealing counts from when a part reached the store (with the log, when its
     # inserter wrote it), not from its acknowledgement.
     newest = store.query_arrow(
         f"SELECT toUnixTimestamp64Milli(max(received)) AS ms FROM {store.database}.request_parts"
