@@ -53,8 +53,9 @@ def wait_committed(port: int, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         lines = get(f"http://127.0.0.1:{port}/metrics", timeout=10).decode().splitlines()
-        pending = [ln for ln in lines if ln.startswith("llmwh_receiver_wal_pending_bytes ")]
-        if not pending or float(pending[0].split()[1]) == 0:
+        # One line, or one a receiver process (--workers: labelled worker="i").
+        pending = [ln for ln in lines if ln.startswith("llmwh_receiver_wal_pending_bytes")]
+        if all(float(ln.split()[-1]) == 0 for ln in pending):
             return
         time.sleep(0.2)
     raise RuntimeError("the write-ahead log still held writes")

@@ -20,7 +20,8 @@ on the embedded ClickHouse, as shipped (its write-ahead log on; ``llmwh-tenants`
 same in multi-tenant mode, each connection one of 8 tenants, every write held against
 its tenant's share of the buffer; ``llmwh-no-wal``: with ``--no-wal``, acknowledging
 after the ClickHouse commit), ``prometheus --web.enable-remote-write-receiver``
-and ``victoria-metrics``. Connections are threads with keep-alive HTTP/1.1
+and ``victoria-metrics``; ``llmwh-1``: with ``--workers 1``, one receiver process.
+Connections are threads with keep-alive HTTP/1.1
 connections (a lean client of this script's own) sending at full speed until
 ``--seconds`` pass or the bodies run out (no body is sent twice). Only 2xx responses
 count as accepted samples. For llmwh the script then checks that the store holds
@@ -66,7 +67,9 @@ from warehouse.wire.prometheus import V1
 
 SAMPLES_PER_BODY = 500
 LOW_SERIES = 2_000
-RECEIVERS = ("llmwh", "llmwh-tenants", "llmwh-no-wal", "prometheus", "victoria-metrics")
+RECEIVERS = (
+    "llmwh", "llmwh-1", "llmwh-tenants", "llmwh-no-wal", "prometheus", "victoria-metrics"
+)  # fmt: skip
 TENANTS = 8
 """``llmwh-tenants`` runs in multi-tenant mode; its connections name this many tenants,
 in turn, in ``X-Scope-OrgID``."""
@@ -325,6 +328,8 @@ class Receiver:
             argv += ["--http-port", "0", "--tcp-port", "0", "--listen", f"127.0.0.1:{self.port}"]
             if self.name == "llmwh-no-wal":
                 argv += ["--no-wal"]
+            if self.name == "llmwh-1":
+                argv += ["--workers", "1"]
             return argv, "/readyz"
         if self.name == "prometheus":
             config = self.root / "prometheus.yml"
@@ -604,14 +609,17 @@ def wait_wal_inserted(port: int, timeout: float = 120) -> None:
     while time.monotonic() < deadline:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             lines = response.read().decode().splitlines()
-        if "llmwh_receiver_wal_pending_bytes 0.0" in lines:
+        pending = [line for line in lines if line.startswith("llmwh_receiver_wal_pending_bytes")]
+        # One line, or one a receiver process (labelled worker="i"), each 0.0 once empty.
+        if pending and all(line.endswith(" 0.0") for line in pending):
             return
         time.sleep(0.1)
     raise RuntimeError(f"the write-ahead log still held writes after {timeout:.0f}s")
 
 
 def _cpu_seconds(pid: int) -> tuple[float, float]:
-    """CPU seconds (user + system) used so far by ``pid``, and by its live children."""
+    """CPU seconds (user + system) used so far by ``pid`` and its live children but an
+    embedded ClickHouse, and by that ClickHouse."""
     tick = os.sysconf("SC_CLK_TCK")
 
     def read(p: int) -> tuple[int, float]:
@@ -624,10 +632,13 @@ def _cpu_seconds(pid: int) -> tuple[float, float]:
         if entry.name.isdigit():
             try:
                 parent, used = read(int(entry.name))
+                store = b"_embedded_child" in (entry / "cmdline").read_bytes()
             except (OSError, ValueError, IndexError):
                 continue  # gone meanwhile, or not readable
-            if parent == pid:
+            if parent == pid and store:
                 children += used
+            elif parent == pid:  # llmwh serve's receiver processes (--workers): its own
+                own += used
     return own, children
 
 
@@ -679,7 +690,7 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
             for r in results
             if (r["workload"], r["connections"]) == (workload, connections)
         }
-        for ours in ("llmwh", "llmwh-no-wal"):
+        for ours in ("llmwh", "llmwh-1", "llmwh-no-wal"):
             for peer in ("prometheus", "victoria-metrics"):
                 if ours in rates and rates.get(peer):
                     print(
@@ -698,6 +709,7 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
     print(f"llmwh-tenants: llmwh serve in multi-tenant mode, {TENANTS} tenants")
     print("llmwh: llmwh serve as shipped (acknowledged once in its write-ahead log); its CPU")
     print("  includes inserting every acknowledged write after the sending ended")
+    print("llmwh-1: llmwh serve --workers 1 (one receiver process)")
     print("llmwh-no-wal: llmwh serve --no-wal (acknowledged once ClickHouse committed it)")
     for r in results:
         if r["non_2xx"]:

@@ -51,6 +51,11 @@ class Config:
     flush_concurrency: int = 2
     """How many flushes may run at once (ClickHouse runs one insert on about one core);
     with the write-ahead log, one."""
+    workers: int = 1
+    """Receiver processes `serve` runs on the one listen port (SO_REUSEPORT), each with a
+    write-ahead log of its own (wal_dir, then wal_dir/1, wal_dir/2 ...), all writing to
+    the one ClickHouse; buffer_bytes, tenant_buffer_bytes and wal_max_bytes are shared
+    out evenly among them (0: one per core)."""
     wal: bool = True
     """Keep the receiver's write-ahead log (in wal_dir): a write is acknowledged once it is
     synced to that disk, and reaches the store in larger inserts every wal_flush_ms (fewer
@@ -143,6 +148,10 @@ class Config:
             return None
         return Path(self.wal_dir) if self.wal_dir else Path(self.data_dir) / "wal"
 
+    def receiver_processes(self) -> int:
+        """How many receiver processes ``workers`` asks for (0: one per core)."""
+        return self.workers or os.cpu_count() or 1
+
     def ttl_variables(self) -> dict[str, int]:
         """The TTL settings by name, as migration templates use them."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name.endswith("_ttl_days")}
@@ -212,6 +221,7 @@ _MAY_BE_ZERO = frozenset(
         "max_label_value_bytes",
         "max_new_series_per_minute",
         "tenant_buffer_bytes",
+        "workers",
     }
 )
 

@@ -23,8 +23,9 @@ from warehouse.config import load_config, parse_listen, setting_help
 from warehouse.demo import demo_traffic
 from warehouse.errors import ConfigError
 from warehouse.serve.banner import banner
-from warehouse.serve.preflight import preflight
+from warehouse.serve.preflight import check_bindable, preflight
 from warehouse.serve.run import run_receiver
+from warehouse.serve.workers import check_workers, replay_orphan_logs, run_workers
 from warehouse.store import discovery, embedded, schema
 
 __all__ = ["app"]
@@ -69,6 +70,10 @@ def serve(
             "The setting wal = false.",
         ),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", metavar="N", help=setting_help("workers"), show_default=False),
+    ] = None,
     otlp_grpc_listen: Annotated[
         str | None,
         typer.Option(
@@ -103,20 +108,31 @@ def serve(
         wal=False if no_wal else (True if wal is not None else None),
         wal_dir=wal,
         otlp_grpc_listen=otlp_grpc_listen,
+        workers=workers,
     )
     host, port = parse_listen(config.listen)
     if not math.isfinite(demo_rate) or demo_rate <= 0:
         raise ConfigError(f"--demo-rate must be > 0 requests/s, got {demo_rate}")
     preflight(config)
+    several = config.receiver_processes() > 1
+    if several:
+        check_bindable(config.listen, "--listen")
+        check_workers(config)
     _show_receiver_notices()
     with discovery.store_or_start(config, http_port, tcp_port, say=typer.echo) as (target, own):
+        check_workers(config, target)
         say_update(target, schema.migrate(target, config))
         apply_configured_slos(target, config)
+        replay_orphan_logs(target, config, typer.echo)
         typer.echo(banner(target.url, config, host, port, demo=demo, program=_program()))
+        watch = own.data_dir if own else None
         with contextlib.ExitStack() as stack:
             if demo:
                 stack.enter_context(demo_traffic(target, config, host, port, demo_rate, typer.echo))
-            run_receiver(target, config, host, port, watch=own.data_dir if own else None)
+            if several:
+                run_workers(config, host, port, watch, say=typer.echo)
+            else:
+                run_receiver(target, config, host, port, watch=watch)
 
 
 def _show_receiver_notices() -> None:

@@ -94,6 +94,9 @@ class Receiver:
         self.writes = WriteService(store, self.config)
         self.otlp = OtlpExports(self.writes)
         self.metrics = self.writes.metrics
+        self.exposition: Callable[[], bytes] | None = None
+        """What ``/metrics`` answers, when not this receiver's registry alone (several
+        receiver processes: :mod:`warehouse.serve.worker_metrics`); called in a thread."""
         self._on_start: list[Hook] = []
         self._on_stop: list[Hook] = []
         self._routes: dict[tuple[str, str], Route] = {}

@@ -11,24 +11,38 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from warehouse.config import Config
 from warehouse.errors import ConfigError, EmbeddedServerError
 from warehouse.store import embedded
 from warehouse.store.base import Store
 
+if TYPE_CHECKING:
+    from warehouse.ingest.app import Receiver
+
 __all__ = ["run_receiver"]
 
 
 def run_receiver(
-    store: Store, config: Config, host: str, port: int, watch: str | Path | None = None
+    store: Store,
+    config: Config,
+    host: str,
+    port: int,
+    watch: str | Path | None = None,
+    sockets: list[socket.socket] | None = None,
+    on_app: Callable[[Receiver], None] | None = None,
 ) -> None:
-    """Serve the receiver on ``host:port`` until SIGINT or SIGTERM, then drain it.
+    """Serve the receiver on ``host:port`` (or on ``sockets``, listening already) until
+    SIGINT or SIGTERM, then drain it.
 
-    ``watch``: the data directory of an embedded server to stop with. Raises
+    ``watch``: the data directory of an embedded server to stop with; ``on_app`` sees
+    the app before it is served. Raises
     :class:`ConfigError` when the address cannot be listened on and
     :class:`EmbeddedServerError` when the watched server went away.
     """
@@ -36,9 +50,12 @@ def run_receiver(
 
     from warehouse.serve.app import build_app
 
+    app = build_app(store, config)
+    if on_app is not None:
+        on_app(app)
     server = uvicorn.Server(
         uvicorn.Config(
-            build_app(store, config),
+            app,
             host=host,
             port=port,
             lifespan="on",
@@ -58,7 +75,7 @@ def run_receiver(
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+        server.run(sockets=sockets)
     if not server.started:
         raise ConfigError(f"the receiver could not listen on {host}:{port} (in use?)")
     if died:

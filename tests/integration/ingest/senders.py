@@ -69,7 +69,10 @@ def wal_inserted(base: str) -> bool:
     the order they came, so once it is seen empty every write acknowledged before is in
     the store."""
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
-        return "llmwh_receiver_wal_pending_bytes 0.0" in response.read().decode().splitlines()
+        lines = response.read().decode().splitlines()
+    # One line, or one a receiver process (--workers: labelled worker="i").
+    pending = [line for line in lines if line.startswith("llmwh_receiver_wal_pending_bytes")]
+    return bool(pending) and all(line.endswith(" 0.0") for line in pending)
 
 
 def settle(base: str, timeout: float = 30) -> None:
