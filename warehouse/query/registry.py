@@ -27,7 +27,6 @@ from warehouse.aggregates import (
     Read,
     good,
     good_from_histograms,
-    histogram_quantile_sql,
     read,
 )
 from warehouse.errors import InvalidArgument, QueryError
@@ -48,7 +47,6 @@ __all__ = [
     "dimension",
     "dimension_names",
     "good_count",
-    "histogram_quantile_sql",
     "measure",
     "measure_names",
     "measures_of_every_family",

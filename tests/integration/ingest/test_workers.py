@@ -139,7 +139,7 @@ class Senders:
                     with self._lock:
                         self.acknowledged.add(index)
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            time.sleep(0.05)  # down (a kill): not acknowledged; the next body tries again
+            self._stop.wait(0.05)  # down (a kill): not acknowledged; the next body tries again
 
     def expected(self, bodies: set[int]) -> set[tuple]:
         return {sample for index in bodies for sample in samples_of(index, self.start_ms)}
