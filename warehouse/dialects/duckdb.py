@@ -14,6 +14,7 @@ from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.generators.duckdb import DuckDBGenerator
 
+from warehouse.dialects.nodes import copy
 from warehouse.errors import QueryError
 
 __all__ = ["WarehouseDuckDB"]
@@ -43,7 +44,7 @@ def _start_of_interval(args: Args) -> exp.Expr:
     ts, interval = args[0], args[1]
     unit = interval.text("unit").upper() if isinstance(interval, exp.Interval) else ""
     if unit in ("HOUR", "HOURS"):
-        origin: exp.Expr = exp.func("date_trunc", exp.Literal.string("day"), ts.copy())
+        origin: exp.Expr = exp.func("date_trunc", exp.Literal.string("day"), copy(ts))
     elif unit in ("WEEK", "WEEKS"):
         origin = _timestamp("1970-01-05 00:00:00+00")  # a Monday
     else:
@@ -94,6 +95,7 @@ _QUANTILES: dict[str, tuple[str, bool]] = {
     "quantile": ("approx_quantile", False),
     "quantiles": ("approx_quantile", True),
 }
+
 
 def _counted_keys(args: Args) -> exp.Expr:
     """The key of ``sumMap(map(key, 1))``: what DuckDB's ``histogram`` counts."""
@@ -151,7 +153,7 @@ def _as_number(operand: exp.Expr) -> exp.Expr:
     if isinstance(operand, exp.Paren):
         operand = operand.this
     if isinstance(operand, exp.Predicate):
-        return exp.cast(operand.copy(), exp.DataType.build("UTINYINT", dialect="duckdb"))
+        return exp.cast(copy(operand), exp.DataType.build("UTINYINT", dialect="duckdb"))
     return operand
 
 
@@ -190,7 +192,7 @@ class WarehouseDuckDBGenerator(DuckDBGenerator):
                 and not (isinstance(e.this, exp.Column) and e.this.name == e.alias)
             }
             if any(_alias_name(e) in aliased for e in expression.expressions):
-                expression = expression.copy()
+                expression = copy(expression)
                 expression.set(
                     "expressions",
                     [
@@ -204,7 +206,7 @@ class WarehouseDuckDBGenerator(DuckDBGenerator):
         # sqlglot drops ClickHouse's PREWHERE for DuckDB, and its condition with it.
         prewhere = expression.args.get("prewhere")
         if prewhere is not None:
-            expression = expression.copy()
+            expression = copy(expression)
             expression.set("prewhere", None)
             where = expression.args.get("where")
             condition = prewhere.this if where is None else exp.and_(prewhere.this, where.this)
@@ -214,13 +216,13 @@ class WarehouseDuckDBGenerator(DuckDBGenerator):
     def in_sql(self, expression: exp.In) -> str:
         # GLOBAL IN ships a subquery's result to a cluster's shards; one DuckDB has none.
         if expression.args.get("is_global"):
-            expression = expression.copy()
+            expression = copy(expression)
             expression.set("is_global", None)
         return super().in_sql(expression)
 
     def join_sql(self, expression: exp.Join, join_op: str | None = None) -> str:
         if expression.args.get("global_"):  # as GLOBAL IN
-            expression = expression.copy()
+            expression = copy(expression)
             expression.set("global_", None)
         return super().join_sql(expression, join_op)
 

@@ -225,9 +225,7 @@ def compile_question(
     def sql_path() -> Compiled:
         shape = _SHAPES.get(key)
         if shape is None:
-            shape = _build(
-                question, database, source, found, dims, measures, filters, composite
-            )
+            shape = _build(question, database, source, found, dims, measures, filters, composite)
             _SHAPES.put(key, shape)
         return Compiled(
             None,
@@ -423,10 +421,10 @@ def _build(
                     this=qualified,
                     expressions=[trees.placeholder(n, dim.param_type) for n in names],
                 ),
-                true=qualified.copy(),
+                true=dialects.copy(qualified),
                 false=exp.Literal.string("other"),
             )
-            group.append((dim.name, value.copy()))
+            group.append((dim.name, dialects.copy(value)))
         else:
             group.append((dim.name, trees.column(dim.name, quoted=True)))
         select.append(trees.alias(value, dim.name, quoted=True))
@@ -480,7 +478,7 @@ def _build(
     later = question.order_by
     sorted_later = later is not None and later.lstrip("-") not in sql_columns
     if sorted_later:
-        order = [exp.Ordered(this=g.copy()) for _, g in group]
+        order = [exp.Ordered(this=dialects.copy(g)) for _, g in group]
     if order:
         query.set("order", exp.Order(expressions=order))
     if question.limit is not None and not sorted_later:
@@ -566,7 +564,7 @@ def _replace_placeholder(name: str, by: exp.Expr | None) -> Callable[[exp.Expr],
         if isinstance(node, exp.Placeholder) and node.name == name:
             if by is None:
                 raise QueryError(f"no {name} for this question")  # the plan ruled it out
-            return by.copy()
+            return dialects.copy(by)
         return node
 
     return replaced
@@ -586,7 +584,7 @@ def _good(
         return None
     # Put where a placeholder stood, inside arithmetic: whole, whatever it is.
     found = trees.expression(sql)
-    return found if isinstance(found, exp.Func | exp.Column | exp.Paren) else exp.paren(found)
+    return found if isinstance(found, exp.Func | exp.Column | exp.Paren) else trees.paren(found)
 
 
 def _measure_tree(m: Measure, measures: list[Measure], found: Plan) -> exp.Expr:
@@ -684,7 +682,7 @@ def _order(
     question: Question, columns: tuple[str, ...], group: list[tuple[str, exp.Expr]]
 ) -> list[exp.Ordered]:
     if question.order_by is None:
-        return [exp.Ordered(this=g.copy()) for _, g in group]
+        return [exp.Ordered(this=dialects.copy(g)) for _, g in group]
     name = question.order_by.lstrip("-")
     if name not in columns:
         raise QueryError(
@@ -693,7 +691,7 @@ def _order(
     first = exp.Ordered(
         this=trees.column(name, quoted=True), desc=question.order_by.startswith("-")
     )
-    return [first, *(exp.Ordered(this=g.copy()) for n, g in group if n != name)]
+    return [first, *(exp.Ordered(this=dialects.copy(g)) for n, g in group if n != name)]
 
 
 def _used_columns(columns: Sequence[str], items: Sequence[exp.Expr]) -> list[str]:
@@ -722,7 +720,7 @@ def _composite(
         if table == "requests":
             # A raw row's spans from its own time, not its minute's: a span may start
             # inside a minute.
-            keys = [("_spans", spans.copy())] if spans else []
+            keys = [("_spans", dialects.copy(spans))] if spans else []
             rows: exp.Query = source.rows(database, condition, used, keys)
             if whole or spans is not None:
                 # In the order of the other reads: a union matches columns by position.
@@ -732,7 +730,7 @@ def _composite(
         else:
             items: list[exp.Expr] = [trees.column(c) for c in listed]
             if spans is not None:
-                items.append(trees.alias(spans.copy(), "_spans"))
+                items.append(trees.alias(dialects.copy(spans), "_spans"))
             read = trees.select(items, trees.table(table, database))
             selects.append(read.where(condition, copy=False))
     return trees.union_all(selects)
@@ -782,7 +780,7 @@ def _piece(index: int, by_hour: bool) -> exp.Expr:
         [
             within,
             exp.GTE(this=hour, expression=_hour_of(since)),
-            exp.LTE(this=hour.copy(), expression=_hour_of(until)),
+            exp.LTE(this=dialects.copy(hour), expression=_hour_of(until)),
         ]
     )
 
@@ -851,7 +849,7 @@ def _merged_here(
     grouped = [d.name for d in dims]
     selects: list[exp.Query] = []
     for table, picked in _piece_conditions(found, source.raw_by_hour, listed).items():
-        condition = trees.and_([exp.paren(picked), *(term.copy() for term in terms)])
+        condition = trees.and_([exp.paren(picked), *(dialects.copy(term) for term in terms)])
         if table == "requests":
             rows = source.request_rows(database, condition, used, grouped)
             # One more than the most it merges: enough to know there are too many.

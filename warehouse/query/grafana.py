@@ -40,6 +40,7 @@ from sqlglot import exp
 from warehouse import dialects
 from warehouse.aggregates import histogram_quantile_sql
 from warehouse.errors import QueryError
+from warehouse.query import trees
 from warehouse.query.builder import Compiled, Plan, Question, compile_question
 from warehouse.query.registry import dimension
 from warehouse.query.stats import Arithmetic
@@ -300,7 +301,8 @@ def _render(
         raise QueryError("a panel grouped by a variable must read raw rows: its plan would vary")
     moments = _moments(since, until, since_ms)
     cuts = _cuts(compiled.parameters, moments)  # before any tree work: it may be ambiguous
-    tree = compiled.tree.transform(_unqualified)  # a copy: the builder's tree is shared
+    # A copy: the builder's tree is shared.
+    tree = dialects.copy(compiled.tree).transform(_unqualified, copy=False)
     tree = _percentiles_in_sql(compiled, tree)
     if question.timeseries:
         tree = _bucketed(tree)
@@ -381,7 +383,7 @@ def _percentiles_in_sql(compiled: Compiled, tree: exp.Expr) -> exp.Expr:
     for name, alias, level in compiled.histograms:
         column = alias.removeprefix("_hist_")
         quantile = _histogram_quantile(column, level)
-        by_alias.setdefault(alias, []).append(exp.alias_(quantile, name))  # copies it
+        by_alias.setdefault(alias, []).append(trees.alias(dialects.copy(quantile), name))
     if not by_alias:
         return tree
     for select in tree.find_all(exp.Select):
@@ -456,7 +458,7 @@ def _bind(
             if question.timeseries:
                 return exp.var("$__interval_s")
             used.update(("from_ms", "to_ms"))
-            return exp.paren((exp.column("to_ms") - exp.column("from_ms")) / 1000)
+            return trees.paren((exp.column("to_ms") - exp.column("from_ms")) / 1000)
         if isinstance(value, str) and not value.startswith(_FILTER_MARK):
             return exp.Literal.string(value)
         raise QueryError(f"cannot write the bound value {name} for Grafana")

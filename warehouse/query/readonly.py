@@ -179,7 +179,7 @@ def scope_to_tenant(tree: exp.Expr, database: str) -> exp.Expr:
     ``SAMPLE``, a ``WITH`` name that is also a table's, and functions that read outside
     the query (``file``, ``url``, ``dictGet`` ...) are refused.
     """
-    tree = tree.copy()
+    tree = dialects.copy(tree)
     table_names = {table.name.lower() for table in tree.find_all(exp.Table)}
     for cte in tree.find_all(exp.CTE):
         name = cte.alias_or_name.lower()

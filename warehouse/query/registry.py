@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from warehouse import dialects
 from warehouse.aggregates import (
     HistogramCount,
     Read,
@@ -72,7 +73,7 @@ class Dimension:
     @property
     def tree(self) -> exp.Expr:
         """Its value as a fresh tree to compose."""
-        return self.value.copy()
+        return dialects.copy(self.value)
 
 
 _OTHER_DIMENSIONS = {"is_probe": "Bool", "http_status": "UInt16"}
@@ -155,7 +156,7 @@ class Measure:
                 return trees.expression(found.over_rollup if rollup else found.over_requests)
             return node
 
-        return self._formula.copy().transform(substituted, copy=False)
+        return dialects.copy(self._formula).transform(substituted, copy=False)
 
     @functools.cached_property
     def rollup_columns(self) -> tuple[str, ...]:

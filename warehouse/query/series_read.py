@@ -193,8 +193,9 @@ def _text(
         ),
     ]
     branches = [
-        trees.select([trees.column("id"), *items], rows.limit(_bound("cap", "UInt64"), copy=False))
-        .group_by(trees.column("id"), copy=False)
+        trees.select(
+            [trees.column("id"), *items], rows.limit(_bound("cap", "UInt64"), copy=False)
+        ).group_by(trees.column("id"), copy=False)
         for items, rows in ((float_items, floats), (histogram_items, histograms))
     ]
     read = trees.fill(
@@ -225,6 +226,8 @@ _READ = (
     "SELECT se.series_name AS metric_name, se.series_labels AS labels, sa.* "
     "FROM samples AS sa GLOBAL INNER JOIN series AS se ON se.id = sa.id LIMIT {rows:UInt64}"
 )
+
+
 def _bound(name: str, kind: str = "String") -> exp.Placeholder:
     return trees.placeholder(name, kind)
 
@@ -248,10 +251,12 @@ def _rows(
     keys = [trees.column("id"), trees.column("timestamp")]
     if collapsing:
         items = [trees.alias(trees.expression(e), n) for n, e in columns.items()]
-        return trees.select([*keys, *items], exp.Final(this=read)).where(within.copy(), copy=False)
+        return trees.select([*keys, *items], exp.Final(this=read)).where(
+            dialects.copy(within), copy=False
+        )
     items = [trees.alias(exp.AnyValue(this=trees.expression(e)), n) for n, e in columns.items()]
-    rows = trees.select([*keys, *items], read).where(within.copy(), copy=False)
-    return rows.group_by(*(k.copy() for k in keys), copy=False)
+    rows = trees.select([*keys, *items], read).where(dialects.copy(within), copy=False)
+    return rows.group_by(*(dialects.copy(k) for k in keys), copy=False)
 
 
 def _series(table: pa.Table, max_samples: int, max_series: int) -> SeriesRead:

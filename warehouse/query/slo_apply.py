@@ -148,7 +148,9 @@ def _newest(
 ) -> tuple[datetime | None, int]:
     """The newest ``ts`` of the rows of ``table`` (in the store's database) that every
     condition of ``where`` picks (None for none), and how many."""
-    read = trees.select([_NEWEST.copy(), _COUNT.copy()], trees.table(table, store.database))
+    read = trees.select(
+        [dialects.copy(_NEWEST), dialects.copy(_COUNT)], trees.table(table, store.database)
+    )
     if where:
         read = read.where(trees.and_(list(where)), copy=False)
     sql = dialects.render(read, store.capabilities.dialect)

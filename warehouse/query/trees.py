@@ -24,6 +24,7 @@ __all__ = [
     "expression",
     "fill",
     "or_",
+    "paren",
     "placeholder",
     "placeholders",
     "select",
@@ -35,7 +36,7 @@ __all__ = [
 
 def expression(sql: str) -> exp.Expr:
     """A fresh tree of ClickHouse ``sql`` (parsed once, copied for each caller)."""
-    return _parsed(sql).copy()
+    return dialects.copy(_parsed(sql))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -51,9 +52,9 @@ def fill(template: str, **slots: exp.Expr) -> exp.Expr:
 
     def filled(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name in slots:
-            return slots[node.name].copy()
+            return dialects.copy(slots[node.name])
         if isinstance(node, exp.Table) and not node.db and node.name in slots:
-            found = slots[node.name].copy()
+            found = dialects.copy(slots[node.name])
             alias = node.alias
             if isinstance(found, exp.Query):
                 return found.subquery(alias or None, copy=False)
@@ -67,7 +68,7 @@ def fill(template: str, **slots: exp.Expr) -> exp.Expr:
 
 def placeholder(name: str, type_name: str) -> exp.Placeholder:
     """``{name:Type}``: a value bound at query time, never SQL text."""
-    return exp.Placeholder(this=exp.var(name), kind=_type(type_name).copy())
+    return exp.Placeholder(this=exp.var(name), kind=dialects.copy(_type(type_name)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -109,9 +110,14 @@ def table(name: str, database: str | None = None, as_: str | None = None) -> exp
     return found
 
 
+def paren(tree: exp.Expr) -> exp.Paren:
+    """``(tree)``, holding ``tree`` itself (sqlglot's ``exp.paren`` holds a copy)."""
+    return exp.Paren(this=tree)
+
+
 def and_(terms: Iterable[exp.Expr]) -> exp.Expr:
     """The terms joined by AND (each kept whole: an OR inside one is parenthesised)."""
-    listed = [exp.paren(t) if isinstance(t, exp.Or) else t for t in terms]
+    listed = [paren(t) if isinstance(t, exp.Or) else t for t in terms]
     found = listed[0]
     for term in listed[1:]:
         found = exp.And(this=found, expression=term)
@@ -120,9 +126,9 @@ def and_(terms: Iterable[exp.Expr]) -> exp.Expr:
 
 def or_(terms: Sequence[exp.Expr]) -> exp.Expr:
     """Each term parenthesised, joined by OR."""
-    found: exp.Expr = exp.paren(terms[0])
+    found: exp.Expr = paren(terms[0])
     for term in terms[1:]:
-        found = exp.Or(this=found, expression=exp.paren(term))
+        found = exp.Or(this=found, expression=paren(term))
     return found
 
 
