@@ -152,15 +152,36 @@ _MINUTE_MS, _HOUR_MS = 60_000, 3_600_000
 
 
 def _moments(
-    since: datetime, until: datetime, since_ms: exp.Expr
+    since: datetime, until: datetime, window: timedelta | None
 ) -> list[tuple[str, datetime, exp.Expr]]:
     """(name, template value, its SQL in ms) of every moment a plan of the template range
     can cut at, each referring only to those before it. ``least`` and ``greatest`` keep
     the cuts in order for a range too short for a whole minute or hour; the template
-    values are clamped alike."""
+    values are clamped alike. The trees are shared: copy one to use it."""
     minutes_from = min(ceil_to(since, _MINUTE), until)
     minutes_to = max(floor_to(until, _MINUTE), minutes_from)
     hours_from = min(ceil_to(since, _HOUR), minutes_to)
+    values = [
+        until,
+        since,
+        floor_to(since, _MINUTE),
+        ceil_to(until, _MINUTE),
+        minutes_from,
+        minutes_to,
+        hours_from,
+        max(floor_to(until, _HOUR), hours_from),
+    ]
+    window_ms = None if window is None else int(window.total_seconds() * 1000)
+    return [
+        (name, value, tree)
+        for (name, tree), value in zip(_moment_trees(window_ms), values, strict=True)
+    ]
+
+
+@functools.lru_cache(maxsize=16)
+def _moment_trees(window_ms: int | None) -> tuple[tuple[str, exp.Expr], ...]:
+    """The SQL of each moment :func:`_moments` names, in its order: the range's start is
+    Grafana's, or ``window_ms`` before its end."""
 
     def floor(ms: exp.Expr, step: int) -> exp.Expr:
         return exp.func("intDiv", ms, exp.Literal.number(step)) * step
@@ -169,34 +190,30 @@ def _moments(
         return floor(exp.column(ms) + (step - 1), step)
 
     to_ms = exp.func("toUnixTimestamp64Milli", exp.var("$__toTime_ms"))
-    return [
-        ("to_ms", until, to_ms),
-        ("from_ms", since, since_ms),
-        ("from_minute_ms", floor_to(since, _MINUTE), floor(exp.column("from_ms"), _MINUTE_MS)),
-        ("to_minute_ms", ceil_to(until, _MINUTE), ceil("to_ms", _MINUTE_MS)),
-        (
-            "minutes_from_ms",
-            minutes_from,
-            exp.func("least", ceil("from_ms", _MINUTE_MS), exp.column("to_ms")),
-        ),
+    since_ms: exp.Expr = exp.func("toUnixTimestamp64Milli", exp.var("$__fromTime_ms"))
+    if window_ms is not None:
+        since_ms = exp.column("to_ms") - window_ms
+    return (
+        ("to_ms", to_ms),
+        ("from_ms", since_ms),
+        ("from_minute_ms", floor(exp.column("from_ms"), _MINUTE_MS)),
+        ("to_minute_ms", ceil("to_ms", _MINUTE_MS)),
+        ("minutes_from_ms", exp.func("least", ceil("from_ms", _MINUTE_MS), exp.column("to_ms"))),
         (
             "minutes_to_ms",
-            minutes_to,
             exp.func(
                 "greatest", floor(exp.column("to_ms"), _MINUTE_MS), exp.column("minutes_from_ms")
             ),
         ),
         (
             "hours_from_ms",
-            hours_from,
             exp.func("least", ceil("from_ms", _HOUR_MS), exp.column("minutes_to_ms")),
         ),
         (
             "hours_to_ms",
-            max(floor_to(until, _HOUR), hours_from),
             exp.func("greatest", floor(exp.column("to_ms"), _HOUR_MS), exp.column("hours_from_ms")),
         ),
-    ]
+    )
 
 
 class _Ambiguous(Exception):
@@ -258,21 +275,15 @@ def _rendered(question: PanelQuestion) -> Rendered:
     # needs none of those that meet): tried minute by minute.
     for shift in range(60 if question.window is not None else 1):
         until = _TO + shift * _MINUTE
-        since = _FROM
-        since_ms: exp.Expr = exp.func("toUnixTimestamp64Milli", exp.var("$__fromTime_ms"))
-        if question.window is not None:
-            since = until - question.window
-            since_ms = exp.column("to_ms") - int(question.window.total_seconds() * 1000)
+        since = _FROM if question.window is None else until - question.window
         try:
-            return _render(question, since, until, since_ms)
+            return _render(question, since, until)
         except _Ambiguous:
             continue
     raise QueryError(f"cannot write the cuts of a {question.window} window for Grafana")
 
 
-def _render(
-    question: PanelQuestion, since: datetime, until: datetime, since_ms: exp.Expr
-) -> Rendered:
+def _render(question: PanelQuestion, since: datetime, until: datetime) -> Rendered:
     by = list(question.by)
     if question.by_variable:
         if by:
@@ -299,17 +310,27 @@ def _render(
     compiled = compile_question(asked, SERVER, _DATABASE)
     if question.by_variable and compiled.plan.rollup:
         raise QueryError("a panel grouped by a variable must read raw rows: its plan would vary")
-    moments = _moments(since, until, since_ms)
+    moments = _moments(since, until, question.window)
     cuts = _cuts(compiled.parameters, moments)  # before any tree work: it may be ambiguous
-    # A copy: the builder's tree is shared.
-    tree = dialects.copy(compiled.tree).transform(_unqualified, copy=False)
-    tree = _percentiles_in_sql(compiled, tree)
+    tree = _percentiles_in_sql(compiled, dialects.copy(compiled.tree))  # the builder's is shared
+    # Every node change in one pass over the tree: each pass costs as much as a copy.
+    steps: list[Callable[[exp.Expr], exp.Expr]] = [_unqualified]
     if question.timeseries:
-        tree = _bucketed(tree)
+        bucket, buckets = _bucket()
+        steps.append(bucket)
     if question.by_variable:
-        tree = tree.transform(_grouped_by(f"${{{question.by_variable}}}"), copy=False)
-    tree, defined = _bind(question, compiled, tree, cuts, moments)
-    query = _query(tree)
+        steps.append(_grouped_by(f"${{{question.by_variable}}}"))
+    bind, defined = _binding(question, compiled, cuts, moments)
+    steps.append(bind)
+
+    def changed(node: exp.Expr) -> exp.Expr:
+        for step in steps:
+            node = step(node)
+        return node
+
+    query = _query(tree.transform(changed, copy=False))
+    if question.timeseries and len(buckets) != 1:
+        raise QueryError(f"a time series panel needs one time bucket, found {len(buckets)}")
     if compiled.sort_after is not None:  # sorted by a percentile: now in the SQL
         order_by, limit = compiled.sort_after
         column = exp.column(order_by.lstrip("-"), quoted=True)
@@ -321,8 +342,8 @@ def _render(
         query = query.limit(int(limit), copy=False) if limit is not None else query
     if question.derived:
         query = _with_derived(question, compiled, query)
-    for name, value in defined:
-        query = query.with_(name, as_=value, scalar=True, copy=False)
+    for name, value in defined():
+        query = query.with_(name, as_=dialects.copy(value), scalar=True, copy=False)
     # The query is this call's own: rendered without the copy sqlglot makes by default.
     return Rendered(query.sql(dialect=dialects.WarehouseClickHouse, copy=False), compiled.plan)
 
@@ -340,26 +361,23 @@ def _unqualified(node: exp.Expr) -> exp.Expr:
     return node
 
 
-def _bucketed(tree: exp.Expr) -> exp.Expr:
-    """The builder's time bucket as ``$__timeInterval(ts)``: Grafana's interval."""
-    found = 0
+def _bucket() -> tuple[Callable[[exp.Expr], exp.Expr], list[exp.Expr]]:
+    """The builder's time bucket as ``$__timeInterval(ts)``, Grafana's interval; and the
+    buckets replaced (a time series has one)."""
+    found: list[exp.Expr] = []
 
     def bucket(node: exp.Expr) -> exp.Expr:
-        nonlocal found
         inner = node.expressions[0] if isinstance(node, exp.Anonymous) else None
         if (
             node.name == "toDateTime64"
             and isinstance(inner, exp.Anonymous)
             and inner.name == "toStartOfInterval"
         ):
-            found += 1
+            found.append(node)
             return exp.Anonymous(this="$__timeInterval", expressions=[inner.expressions[0]])
         return node
 
-    tree = tree.transform(bucket, copy=False)
-    if found != 1:
-        raise QueryError(f"a time series panel needs one time bucket, found {found}")
-    return tree
+    return bucket, found
 
 
 def _grouped_by(variable: str) -> Callable[[exp.Expr], exp.Expr]:
@@ -423,14 +441,14 @@ def _histogram_quantile(column: str, level: float) -> exp.Expr:
     return dialects.parse(histogram_quantile_sql(column, repr(level)))
 
 
-def _bind(
+def _binding(
     question: PanelQuestion,
     compiled: Compiled,
-    tree: exp.Expr,
     cuts: Mapping[str, str],
     moments: list[tuple[str, datetime, exp.Expr]],
-) -> tuple[exp.Expr, list[tuple[str, exp.Expr]]]:
-    """``tree`` with every bound value replaced, and the ``WITH`` names it then needs."""
+) -> tuple[Callable[[exp.Expr], exp.Expr], Callable[[], list[tuple[str, exp.Expr]]]]:
+    """A node with its bound value replaced; and, once every node is, the ``WITH``
+    names the replaced ones need."""
     parameters = compiled.parameters
     used: set[str] = set()
     variables = {_FILTER_MARK + name: name for name in question.filters}
@@ -463,13 +481,15 @@ def _bind(
             return exp.Literal.string(value)
         raise QueryError(f"cannot write the bound value {name} for Grafana")
 
-    tree = tree.transform(bound, copy=False)
-    # Each moment refers to earlier ones only: define those a used one needs too.
-    needed = set(used)
-    for name, _, moment in reversed(moments):
-        if name in needed:
-            needed.update(column.name for column in moment.find_all(exp.Column))
-    return tree, [(name, moment) for name, _, moment in moments if name in needed]
+    def defined() -> list[tuple[str, exp.Expr]]:
+        # Each moment refers to earlier ones only: define those a used one needs too.
+        needed = set(used)
+        for name, _, moment in reversed(moments):
+            if name in needed:
+                needed.update(column.name for column in moment.find_all(exp.Column))
+        return [(name, moment) for name, _, moment in moments if name in needed]
+
+    return bound, defined
 
 
 def _is_placeholder(node: exp.Expr) -> bool:
