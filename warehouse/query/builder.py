@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from sqlglot import exp
 
@@ -223,10 +223,10 @@ def compile_question(
     parameters = _parameters(question, found, filters, kept, thresholds, composite, listed)
 
     def sql_path() -> Compiled:
-        shape = _SHAPES.get(key)
-        if shape is None:
-            shape = _build(question, database, source, found, dims, measures, filters, composite)
-            _SHAPES.put(key, shape)
+        shape = _SHAPES.get(
+            key,
+            lambda: _build(question, database, source, found, dims, measures, filters, composite),
+        )
         return Compiled(
             None,
             parameters,
@@ -242,13 +242,13 @@ def compile_question(
 
     merged = None
     if local and source is not None:
-        merged = _MERGED.get(key)
-        if merged is None:
-            merged = _merged_here(
+        merged = _MERGED.get(
+            key,
+            lambda: _merged_here(
                 question, source, found, dims, measures, filters, database, listed
-            )
-            _MERGED.put(key, merged or _NOT_MERGED)
-    if merged is None or merged is _NOT_MERGED:
+            ),
+        )
+    if merged is None:  # no rollup, or measures the client cannot merge
         return sql_path()
     # The SQL path stays the fallback of the client merge, for ragged ends too busy to
     # ship request by request: built only then (most questions never need it).
@@ -286,15 +286,15 @@ def compile_values(
     checked = [(dimension(name), filter_values(name, value)) for name, value in filters.items()]
     with_probes = include_probes or "is_probe" in filters
     key = ("values", column, database, tuple((d.name, len(v)) for d, v in checked), with_probes)
-    statement = _VALUES.get(key)
-    if statement is None:
+
+    def build() -> Statement:
         value = trees.alias(trees.call("toFloat64", trees.column(column)), "value")
         select = trees.select([value], trees.table("requests", database))
         prewhere, where = _conditions(checked, with_probes)
         present = exp.Not(this=exp.Is(this=trees.column(column), expression=exp.Null()))
-        where = trees.and_([where, present])
-        statement = Statement.of(_filtered(select, prewhere, where))
-        _VALUES.put(key, statement)
+        return Statement.of(_filtered(select, prewhere, trees.and_([where, present])))
+
+    statement = _VALUES.get(key, build)
     parameters = {"since_ms": time_range.since_ms, "until_ms": time_range.until_ms}
     for index, (_, values) in enumerate(checked):
         parameters.update(zip(_filter_names(index, len(values)), values, strict=True))
@@ -316,10 +316,6 @@ class _Merged:
     percentiles: tuple[tuple[str, str, float], ...]
 
 
-_NOT_MERGED = _Merged(Statement(exp.Null()), (), (), (), ())
-"""A shape whose measures the client cannot merge (cached as such)."""
-
-
 @dataclass(frozen=True)
 class _Shape:
     statement: Statement
@@ -327,6 +323,9 @@ class _Shape:
     sql_columns: tuple[str, ...]
     histograms: tuple[tuple[str, str, float], ...]
     sorted_later: bool
+
+
+_ABSENT = object()
 
 
 class _Cache(Generic[T]):
@@ -337,14 +336,17 @@ class _Cache(Generic[T]):
         self._found: dict[Hashable, T] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> T | None:
-        return self._found.get(key)
-
-    def put(self, key: Hashable, value: T) -> None:
+    def get(self, key: Hashable, build: Callable[[], T]) -> T:
+        """The value kept for ``key``, or what ``build`` makes of it, kept (None too)."""
+        found = self._found.get(key, _ABSENT)
+        if found is not _ABSENT:
+            return cast(T, found)
+        value = build()
         with self._lock:
             if len(self._found) >= self._size:
                 self._found.clear()
             self._found[key] = value
+        return value
 
     def clear(self) -> None:
         with self._lock:
@@ -352,7 +354,8 @@ class _Cache(Generic[T]):
 
 
 _SHAPES: _Cache[_Shape] = _Cache(2048)
-_MERGED: _Cache[_Merged] = _Cache(2048)
+_MERGED: _Cache[_Merged | None] = _Cache(2048)
+"""None for a shape whose measures the client cannot merge."""
 _VALUES: _Cache[Statement] = _Cache(256)
 
 
