@@ -21,6 +21,13 @@ that fails its own checksum, is refused with :class:`~warehouse.errors.ConfigErr
 rather than skipped. A failed append is cut off again before the error is raised, and a
 failed sync stops the log (the kernel may have dropped the pages it could not write).
 A lock file (naming its holder's pid) keeps a second process out of the directory.
+
+Frames hold decoded rows, series ids included, so ``checkpoint.json`` also says which
+series ids its frames hold (``series_ids``: 2 since migration 0023, when ids began with
+their target's hash; a checkpoint without it is older). A log whose frames not yet in
+the store hold older ids is refused (:func:`old_series_id_writes`): inserted now they
+would be series no ``series`` row names. ``llmwh serve`` checks before it migrates, so
+the llmwh that wrote them can still insert them.
 """
 
 from __future__ import annotations
@@ -39,7 +46,16 @@ import pyarrow as pa
 
 from warehouse.errors import ConfigError, StoreUnavailable
 
-__all__ = ["Entry", "Frame", "WriteAheadLog", "check_unlocked", "usable_directory"]
+__all__ = [
+    "SERIES_IDS",
+    "Entry",
+    "Frame",
+    "WriteAheadLog",
+    "check_old_series_ids",
+    "check_unlocked",
+    "old_series_id_writes",
+    "usable_directory",
+]
 
 _MAGIC = b"LWAL"
 _HEADER = struct.Struct("<4sIQII")
@@ -47,6 +63,9 @@ _HEAD = struct.Struct("<4sIQI")  # what the header's own checksum covers
 _SUFFIX = ".wal"
 _CHECKPOINT = "checkpoint.json"
 _LOCK = "lock"
+SERIES_IDS = 2
+"""The series ids frames hold (``series_ids`` in the checkpoint): 2, a target's hash in
+their second half (migration 0023); 1, absent from checkpoints before it, MD5 of the key."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +124,7 @@ class WriteAheadLog:
         self._next_seq = 1
         self._lock_file: int | None = None
         self._failed: str | None = None
+        self._series_ids = SERIES_IDS
 
     def open(self) -> list[Frame]:
         """Open the log for appending; returns the frames not yet in the store, in order."""
@@ -131,6 +151,11 @@ class WriteAheadLog:
             else:
                 self._next_seq = max(self._next_seq, first)
         self._next_seq = max(self._next_seq, self.checkpoint.applied + 1)
+        if self._series_ids != SERIES_IDS:
+            if frames:
+                self.close()
+                raise ConfigError(_old_ids_message(self.directory, len(frames)))
+            self._write_checkpoint(self.checkpoint)  # nothing of it left: ours now
         if self._segments:
             path = self._segments[-1][1]
             self._file = os.open(path, os.O_WRONLY | os.O_APPEND)
@@ -219,6 +244,7 @@ class WriteAheadLog:
             saved = json.loads(path.read_text())
             batch = saved["batch"]
             self.id = str(saved["id"])
+            self._series_ids = int(saved.get("series_ids", 1))
             self.checkpoint = Checkpoint(int(saved["applied"]), tuple(batch) if batch else None)
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"write-ahead log checkpoint {path} is unreadable: {exc}") from None
@@ -226,7 +252,14 @@ class WriteAheadLog:
     def _write_checkpoint(self, checkpoint: Checkpoint) -> None:
         path = self.directory / _CHECKPOINT
         temporary = path.with_suffix(".tmp")
-        text = json.dumps({"id": self.id, "applied": checkpoint.applied, "batch": checkpoint.batch})
+        text = json.dumps(
+            {
+                "id": self.id,
+                "applied": checkpoint.applied,
+                "batch": checkpoint.batch,
+                "series_ids": SERIES_IDS,
+            }
+        )
         with temporary.open("w") as f:
             f.write(text)
             f.flush()
@@ -234,6 +267,44 @@ class WriteAheadLog:
         temporary.replace(path)
         _sync_directory(self.directory)
         self.checkpoint = checkpoint
+        self._series_ids = SERIES_IDS
+
+
+def old_series_id_writes(directory: str | Path) -> int:
+    """How many writes the log in ``directory`` holds, not yet in the store, with series
+    ids from before migration 0023 (read only: the log need not be free)."""
+    directory = Path(directory)
+    try:
+        saved = json.loads((directory / _CHECKPOINT).read_text())
+        if int(saved.get("series_ids", 1)) == SERIES_IDS:
+            return 0
+        applied = int(saved["applied"])
+    except FileNotFoundError:
+        return 0  # a log never opened holds nothing
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return 0  # opening it says what is wrong
+    paths = sorted(p for p in directory.glob(f"*{_SUFFIX}") if p.stem.isdigit())
+    return sum(
+        sum(1 for f in _read_segment(path, k == len(paths) - 1)[0] if f.seq > applied)
+        for k, path in enumerate(paths)
+    )
+
+
+def _old_ids_message(directory: Path, writes: int) -> str:
+    return (
+        f"write-ahead log {directory} holds {writes} write(s) acknowledged by an llmwh from "
+        "before migration 0023, with series ids this one no longer writes (ids now begin "
+        "with their target's hash); inserted now they would name no series. Start the llmwh "
+        "that wrote them until its log is empty (llmwh_receiver_wal_pending_bytes 0), then "
+        f"this one; or move {directory} away to start without them (they are then lost)"
+    )
+
+
+def check_old_series_ids(directory: str | Path) -> None:
+    """:class:`ConfigError` when the log in ``directory`` holds writes with old series ids."""
+    writes = old_series_id_writes(directory)
+    if writes:
+        raise ConfigError(_old_ids_message(Path(directory), writes))
 
 
 def check_unlocked(directory: str | Path) -> None:

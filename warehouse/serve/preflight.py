@@ -3,7 +3,9 @@
 The receiver would refuse the same at its start, but only after the embedded ClickHouse
 started and the schema was migrated, and less clearly: an OTLP/gRPC address that cannot
 be bound, a write-ahead log directory that cannot be used or that another receiver
-holds, a credentials file that does not load.
+holds, a log (of any worker) holding writes with series ids from before migration 0023
+(which must be inserted before the migration rewrites every id), a credentials file that
+does not load.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import socket
 from warehouse.auth import load_access
 from warehouse.config import Config, parse_listen
 from warehouse.errors import ConfigError
-from warehouse.ingest.wal import check_unlocked, usable_directory
+from warehouse.ingest.wal import check_old_series_ids, check_unlocked, usable_directory
 
 __all__ = ["check_bindable", "preflight"]
 
@@ -26,6 +28,9 @@ def preflight(config: Config) -> None:
     if wal_directory is not None:
         usable_directory(wal_directory)
         check_unlocked(wal_directory)
+        for log in (wal_directory, *wal_directory.iterdir()):  # and each worker's
+            if log == wal_directory or (log.is_dir() and log.name.isdigit()):
+                check_old_series_ids(log)
     load_access(config)
 
 

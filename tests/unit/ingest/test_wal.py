@@ -3,13 +3,23 @@ until it is marked applied; a torn last frame is cut off, damage elsewhere refus
 
 from __future__ import annotations
 
+import json
 import os
 
 import pyarrow as pa
 import pytest
 
+from warehouse.config import Config
 from warehouse.errors import ConfigError, StoreUnavailable
-from warehouse.ingest.wal import Entry, WriteAheadLog
+from warehouse.ingest.wal import (
+    SERIES_IDS,
+    Entry,
+    WriteAheadLog,
+    check_old_series_ids,
+    check_unlocked,
+    old_series_id_writes,
+)
+from warehouse.serve.preflight import preflight
 
 SAMPLES = pa.table({"series_id": pa.array([1, 2, 3], pa.uint64()), "value": [0.5, 1.5, -0.0]})
 SERIES = pa.table({"series_id": pa.array([1], pa.uint64()), "name": ["up"]})
@@ -133,3 +143,51 @@ def test_a_failed_append_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     assert write(log, 1) == [2]
     log.close()
     assert [f.seq for f in opened(tmp_path)[1]] == [1, 2]
+
+
+def as_before_0023(path) -> None:
+    """The checkpoint as an llmwh from before migration 0023 wrote it: no series_ids."""
+    checkpoint = path / "checkpoint.json"
+    saved = json.loads(checkpoint.read_text())
+    assert saved.pop("series_ids") == SERIES_IDS == 2
+    checkpoint.write_text(json.dumps(saved))
+
+
+def test_writes_with_series_ids_from_before_0023_are_refused_naming_what_to_do(tmp_path):
+    log, _ = opened(tmp_path)
+    write(log, 3)
+    log.applied(1)
+    log.close()
+    as_before_0023(tmp_path)
+    assert old_series_id_writes(tmp_path) == 2
+    with pytest.raises(ConfigError, match=r"holds 2 write.*before migration 0023"):
+        opened(tmp_path)
+    with pytest.raises(ConfigError, match=r"move .* away"):
+        check_old_series_ids(tmp_path)
+    # Refused, the log is left as it was, and free for the llmwh that wrote it.
+    assert old_series_id_writes(tmp_path) == 2
+    check_unlocked(tmp_path)
+
+
+def test_a_log_from_before_0023_with_nothing_left_to_insert_is_taken_over(tmp_path):
+    log, _ = opened(tmp_path)
+    write(log, 2)
+    log.applied(2)
+    log.close()
+    as_before_0023(tmp_path)
+    assert old_series_id_writes(tmp_path) == 0
+    again, frames = opened(tmp_path)
+    assert frames == []
+    assert json.loads((tmp_path / "checkpoint.json").read_text())["series_ids"] == SERIES_IDS
+    assert write(again, 1) == [3]
+
+
+def test_serve_refuses_such_a_log_before_it_migrates_anything(tmp_path):
+    for log_dir in (tmp_path / "wal", tmp_path / "wal" / "1"):  # a worker's log too
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log, _ = opened(log_dir)
+        write(log, 1)
+        log.close()
+    as_before_0023(tmp_path / "wal" / "1")
+    with pytest.raises(ConfigError, match=r"wal/1 holds 1 write"):
+        preflight(Config(data_dir=str(tmp_path)))
