@@ -64,6 +64,9 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
     # the copy of request_parts while 0011 and 0013 rebuild it, and what sealing remembers), less
     # the bookkeeping one the migrator owns.
     created = {"remote_write_v1", "request_parts_next", "sealed_requests", "sealed", "sealed_keys"}
+    # 0023 rewrites every table keyed by series id into a copy, through a map of the ids.
+    rekeyed = ("samples", "histogram_samples", "exemplars", "sample_starts", "series")
+    created |= {f"{t}_rekeyed" for t in rekeyed} | {"series_rekey"}
     assert set(local) == set(distributed) == TABLES - {"schema_migrations"} | created
     # A Null table stays Null on every node: it keeps nothing to replicate.
     assert "ENGINE = `Null`" in local.pop("remote_write_v1")
@@ -89,7 +92,18 @@ def test_every_mergetree_table_becomes_replicated_local_plus_distributed(rendere
         # 0017: sealing remembers keys, no longer whole requests.
         "DROP TABLE IF EXISTS llmwh.sealed_requests ON CLUSTER c2",
         "DROP TABLE IF EXISTS llmwh.sealed_requests_local ON CLUSTER c2",
+        *(
+            f"DROP TABLE IF EXISTS llmwh.{table}_rekeyed{suffix} ON CLUSTER c2"
+            for table in rekeyed
+            for _ in ("before", "after the swap")
+            for suffix in ("", "_local")
+        ),
+        "DROP TABLE IF EXISTS llmwh.series_rekey ON CLUSTER c2",
+        "DROP TABLE IF EXISTS llmwh.series_rekey_local ON CLUSTER c2",
     ]
+    # A copy swapped in keeps its Keeper path under the live name: a path of its own.
+    for table in rekeyed:
+        assert "'/clickhouse/tables/{uuid}/{shard}', '{replica}'" in local.pop(f"{table}_rekeyed")
     for table, statement in local.items():
         engine = re.search(
             r"ENGINE = (Replicated\w*MergeTree)\('([^']*)', '([^']*)'(.*?)\)\n", statement
@@ -248,3 +262,23 @@ def test_an_slo_rollup_renders_as_the_migrations_do(rendered, parser):
         if s.startswith(f"CREATE MATERIALIZED VIEW IF NOT EXISTS llmwh.{rollup.requests_table}_mv")
     )
     assert f"TO {mine}" in tail_view and "llmwh.requests_local" in tail_view
+
+
+def test_a_rewrite_of_series_ids_swaps_local_tables_and_writes_through_distributed():
+    """0023: each shard reads its own rows and writes them through the Distributed copy,
+    so that they land on the shard of their new id; the copy's local table is swapped in."""
+    variables = template_variables(Config(), "llmwh")
+    every = [s for m in discover("clickhouse") for s in render(m.text, "clickhouse", variables)]
+    rekey = next(m for m in discover("clickhouse") if m.version == 23)
+    alone = render_for_cluster(
+        render(rekey.text, "clickhouse", variables), "c2", "llmwh", context=every, keeper=False
+    )
+    insert = next(s for s in alone if s.startswith("INSERT INTO llmwh.samples_rekeyed "))
+    assert "FROM llmwh.samples_local AS t" in insert
+    assert "JOIN llmwh.series_rekey_local AS m" in insert
+    assert "EXCHANGE TABLES llmwh.samples_local AND llmwh.samples_rekeyed_local" in alone
+    backfill = next(s for s in alone if s.startswith("INSERT INTO llmwh.series_rekey"))
+    assert backfill.startswith("INSERT INTO llmwh.series_rekey_local")
+    with pytest.raises(MigrationError, match="both must be sharded"):
+        render_for_cluster(["EXCHANGE TABLES llmwh.a AND llmwh.samples"], "c2", "llmwh",
+                           context=every)  # fmt: skip

@@ -120,8 +120,9 @@ def test_changed_ttl_settings_are_applied_by_the_next_up(migrated):
 
 
 def test_samples_keep_the_codecs_chosen_by_measurement(migrated):
-    """0022: the codecs benchmarks/bytes_per_sample.py chose (docs/benchmarks.md, "Bytes
-    per sample"); every one lossless, as the store contract's bit-exact test checks."""
+    """0022, then 0023: the codecs and compressed block size benchmarks/bytes_per_sample.py
+    chose (docs/benchmarks.md, "Bytes per sample"); every one lossless, as the store
+    contract's bit-exact test checks."""
     if migrated.capabilities.dialect != "clickhouse":
         pytest.skip("DuckDB chooses its own compression")
     codecs = migrated.query_arrow(
@@ -131,6 +132,16 @@ def test_samples_keep_the_codecs_chosen_by_measurement(migrated):
     ).to_pylist()
     assert {c["name"]: c["compression_codec"] for c in codecs} == {
         "id": "CODEC(ZSTD(1))",
-        "timestamp": "CODEC(Delta(8), ZSTD(1))",
-        "value": "CODEC(Delta(8), ZSTD(3))",
+        "timestamp": "CODEC(Delta(8), ZSTD(9))",
+        "value": "CODEC(Delta(8), ZSTD(9))",
     }
+    create = (
+        migrated.query_arrow(
+            "SELECT create_table_query AS q FROM system.tables "
+            "WHERE database = {db:String} AND name = 'samples'",
+            {"db": migrated.database},
+        )
+        .column("q")[0]
+        .as_py()
+    )
+    assert "min_compress_block_size = 1048576, max_compress_block_size = 1048576" in create

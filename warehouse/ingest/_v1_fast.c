@@ -17,10 +17,12 @@
  * message, only on rows. Its limit checks may only be stricter than Python's: it counts
  * series entries, Python distinct series.
  *
- * The series id is the one remote_write_tables defines: the MD5 digest of
- * S(metric) S(name_1) S(value_1) ... with S(s) = "<len>:" s and the labels sorted by
- * name (bytewise), each 8-byte half in reversed byte order as ClickHouse lays out a
- * UUID. Labels whose value is empty are dropped first.
+ * The series id is the one remote_write_tables defines: the first 8 bytes of the MD5
+ * digest of S(metric) S(name_1) S(value_1) ... with S(s) = "<len>:" s and the labels
+ * sorted by name (bytewise), then the first 8 bytes of the MD5 digest of the same
+ * S(name) S(value) of its target labels alone (__tenant__, instance, job), each half in
+ * reversed byte order as ClickHouse lays out a UUID. Labels whose value is empty are
+ * dropped first.
  *
  * Per-request metrics. Given a `requests` spec (see parse_spec), a series whose metric
  * the mapping names and which carries the request-id label is a part of that request,
@@ -610,6 +612,9 @@ typedef struct {
     Buf labels; /* scratch: the current series' Label array */
     Buf raw;    /* scratch: the current series' label fields, as (start, length) slices */
     Buf key;    /* scratch: the current series' key */
+    Buf target; /* scratch: the current series' target key (its target labels) */
+    Buf last_target;             /* the target key hashed last, and its hash's 8 bytes */
+    uint8_t last_target_hash[8]; /* (a scrape's series share their target) */
     int64_t n_series, n_labels;
     Seen seen;
     /* The receiver's limits, 0 for none: series per body, labels per series (with
@@ -757,7 +762,17 @@ static int put_key_part(Buf *key, const uint8_t *s, size_t n) {
 }
 
 /* A label of the series being written: into its key and its label columns. */
+/* __tenant__, instance, job: the labels hashed into the id's target half. */
+static int is_target_label(const Label *l) {
+    return (l->name_len == 10 && memcmp(l->name, "__tenant__", 10) == 0) ||
+           (l->name_len == 8 && memcmp(l->name, "instance", 8) == 0) ||
+           (l->name_len == 3 && memcmp(l->name, "job", 3) == 0);
+}
+
 static int put_label(Out *o, const Label *l) {
+    if (is_target_label(l) && (put_key_part(&o->target, l->name, l->name_len) ||
+                               put_key_part(&o->target, l->value, l->value_len)))
+        return NO_MEMORY;
     if (put_key_part(&o->key, l->name, l->name_len) ||
         put_key_part(&o->key, l->value, l->value_len) ||
         buf_put(&o->name_data, l->name, l->name_len) ||
@@ -867,7 +882,7 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
             if (taken) seen = NULL; /* kept as a series too, but never remembered */
         }
     }
-    o->key.len = 0;
+    o->key.len = o->target.len = 0;
     if (put_key_part(&o->key, metric->value, metric->value_len)) return NO_MEMORY;
     if (buf_put(&o->metric_data, metric->value, metric->value_len) ||
         buf_i32(&o->metric_offsets, (int32_t)o->metric_data.len))
@@ -887,10 +902,20 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
     if (buf_i32(&o->label_offsets, (int32_t)o->n_labels)) return NO_MEMORY;
 
     uint8_t digest[16], id[16];
+    const char *target = o->target.len ? o->target.data : "";
+    if (!o->last_target.data || o->last_target.len != o->target.len ||
+        memcmp(o->last_target.data, target, o->target.len) != 0) {
+        md5((const uint8_t *)target, o->target.len, digest);
+        memcpy(o->last_target_hash, digest, 8);
+        o->last_target.len = 0;
+        if (buf_put(&o->last_target, target, o->target.len) ||
+            buf_reserve(&o->last_target, 1)) /* allocated even when empty */
+            return NO_MEMORY;
+    }
     md5((const uint8_t *)o->key.data, o->key.len, digest);
     for (int i = 0; i < 8; i++) {
         id[i] = digest[7 - i];
-        id[8 + i] = digest[15 - i];
+        id[8 + i] = o->last_target_hash[7 - i];
     }
     if (buf_put(&o->ids, id, 16)) return NO_MEMORY;
     if (seen) {
@@ -944,6 +969,8 @@ static void out_free(Out *o) {
     free(o->labels.data);
     free(o->raw.data);
     free(o->key.data);
+    free(o->target.data);
+    free(o->last_target.data);
     free(o->seen.slots);
     Buf *pivot[] = {&o->scratch.series, &o->scratch.labels, &o->scratch.parts,
                     &o->pivot.requests, &o->pivot.values,   &o->pivot.present,

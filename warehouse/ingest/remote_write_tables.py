@@ -8,23 +8,39 @@ columns of the store tables, so each can be passed as it is to
 
 Series id
 ---------
-A series is identified by a 128-bit id, the MD5 digest of its *key*, read as a
-ClickHouse UUID. The key is the metric name (the ``__name__`` label) followed by
-every other label sorted by name (byte order of the UTF-8 encoding), each string
-written as ``<length>:<bytes>`` where ``<length>`` is its length in bytes in ASCII
-decimal::
+A series is identified by a 128-bit id, read as a ClickHouse UUID, made of two
+64-bit hashes: the first 8 bytes of the MD5 digest of the series' *key*, and the
+first 8 bytes of the MD5 digest of its *target key*. The key is the metric name
+(the ``__name__`` label) followed by every other label sorted by name (byte order of
+the UTF-8 encoding), each string written as ``<length>:<bytes>`` where ``<length>``
+is its length in bytes in ASCII decimal; the target key is the same for the labels
+that name the series' scrape target and tenant alone (:data:`TARGET_LABELS`:
+``__tenant__``, ``instance``, ``job``, those the series has)::
 
-    key = S(metric_name) + S(name_1) + S(value_1) + ... + S(name_n) + S(value_n)
+    key        = S(metric_name) + S(name_1) + S(value_1) + ... + S(name_n) + S(value_n)
+    target_key = S(name_i) + S(value_i) + ...   for name_i in TARGET_LABELS, sorted
     S(s) = str(len(utf8(s))) + ":" + utf8(s)
 
-    e.g. {__name__="up", job="api"}  ->  b"2:up3:job3:api"
+    e.g. {__name__="up", job="api"}  ->  key b"2:up3:job3:api", target key b"3:job3:api"
 
-The length prefixes make the key unambiguous (no label set has another's key), and
-sorting makes it independent of the order a sender lists labels in. The id is
-``reinterpretAsUUID(MD5(key))`` in ClickHouse, whose UUID keeps each 8-byte half of
-the digest in reversed byte order: in Python,
-``uuid.UUID(bytes=d[7::-1] + d[15:7:-1])`` for ``d = md5(key).digest()``.
-:data:`SERIES_ID_SQL` computes the same id from the ``series`` table's columns.
+The length prefixes make each key unambiguous (no label set has another's key), and
+sorting makes it independent of the order a sender lists labels in. A series with
+none of the target labels has the empty target key, so all such series share one
+target hash (MD5 of b"").
+
+The id is ``reinterpretAsUUID(concat(substring(MD5(key), 1, 8),
+substring(MD5(target_key), 1, 8)))`` in ClickHouse, whose UUID keeps each 8-byte half
+in reversed byte order: in Python, ``uuid.UUID(bytes=s[7::-1] + t[7::-1])`` for
+``s = md5(key).digest()`` and ``t = md5(target_key).digest()``. ClickHouse sorts
+UUIDs by their second half first, so ``samples``' key ``(id, timestamp)`` keeps a
+scrape target's series together (they share each scrape's timestamp, and ZSTD finds
+one series' values in another's: docs/benchmarks.md, "Bytes per sample"), and still
+finds one series by its id. The series' own 64 bits tell apart the series of one
+target (the target hash is the same for all of them): two series of a target of
+``n`` series share an id with probability about ``n**2 / 2**65`` (1e-8 for a million
+series in one target). Before migration 0023 the id was the whole MD5 digest of the
+key; its first half is the same 8 bytes. :data:`SERIES_ID_SQL` computes the id from
+the ``series`` table's columns.
 
 Labels whose value is empty are dropped before anything else, as Prometheus treats
 an empty value as an absent label. ``labels`` holds the labels without ``__name__``.
@@ -60,14 +76,17 @@ __all__ = [
     "SERIES_SCHEMA",
     "STARTS_SCHEMA",
     "TABLES",
+    "TARGET_LABELS",
     "DecodedWrite",
     "Parsed",
     "assemble",
     "from_columns",
     "label_map_array",
     "series_id",
+    "series_id_bytes",
     "series_key",
     "string_array",
+    "target_key",
 ]
 
 _TS = pa.timestamp("ms", tz="UTC")
@@ -145,11 +164,20 @@ TABLES = {
 """:class:`DecodedWrite` attribute -> schema. The store table names are ``series``,
 ``samples``, ``histogram_samples``, ``exemplars`` and ``metric_metadata``."""
 
+TARGET_LABELS = ("__tenant__", "instance", "job")
+"""The labels whose values make a series' target key, in byte order of their names:
+Prometheus's scrape target (``job``, ``instance``, which it sets on every scraped
+series) and the tenant (``__tenant__``, multi-tenant mode), so a tenant's series are
+never another's target's."""
+
+_KEY_PART = "concat(toString(length(kv.1)), ':', kv.1, toString(length(kv.2)), ':', kv.2)"
+_SORTED_LABELS = "arraySort(kv -> kv.1, arrayZip(mapKeys(labels), mapValues(labels)))"
 SERIES_ID_SQL = (
-    "reinterpretAsUUID(MD5(concat(toString(length(metric_name)), ':', metric_name, "
-    "arrayStringConcat(arrayMap(kv -> concat(toString(length(kv.1)), ':', kv.1, "
-    "toString(length(kv.2)), ':', kv.2), arraySort(kv -> kv.1, "
-    "arrayZip(mapKeys(labels), mapValues(labels))))))))"
+    "reinterpretAsUUID(concat("
+    "substring(MD5(concat(toString(length(metric_name)), ':', metric_name, "
+    f"arrayStringConcat(arrayMap(kv -> {_KEY_PART}, {_SORTED_LABELS})))), 1, 8), "
+    f"substring(MD5(arrayStringConcat(arrayMap(kv -> {_KEY_PART}, arrayFilter(kv -> kv.1 IN "
+    f"({', '.join(repr(n) for n in TARGET_LABELS)}), {_SORTED_LABELS})))), 1, 8)))"
 )
 """ClickHouse expression of a series' id from its ``metric_name`` and ``labels``."""
 
@@ -208,10 +236,23 @@ class DecodedWrite:
 
 
 def series_key(metric_name: str, labels: Mapping[str, str]) -> bytes:
-    """The bytes hashed into a series id (see the module docstring)."""
+    """The bytes hashed into a series id's first half (see the module docstring)."""
     parts = [metric_name]
     for name in sorted(k for k in labels if k != _NAME):
         parts += (name, labels[name])
+    return _prefixed(parts)
+
+
+def target_key(labels: Mapping[str, str]) -> bytes:
+    """The bytes hashed into a series id's second half: its target labels."""
+    parts: list[str] = []
+    for name in TARGET_LABELS:  # in byte order already
+        if name in labels:
+            parts += (name, labels[name])
+    return _prefixed(parts)
+
+
+def _prefixed(parts: list[str]) -> bytes:
     out = bytearray()
     for part in parts:
         encoded = part.encode()
@@ -219,10 +260,16 @@ def series_key(metric_name: str, labels: Mapping[str, str]) -> bytes:
     return bytes(out)
 
 
+def series_id_bytes(metric_name: str, labels: Mapping[str, str]) -> bytes:
+    """A series' id as the 16 bytes of its UUID (as ``uuid.UUID.bytes`` holds them)."""
+    own = _md5(series_key(metric_name, labels)).digest()
+    target = _md5(target_key(labels)).digest()
+    return own[7::-1] + target[7::-1]  # each half as ClickHouse's reinterpretAsUUID
+
+
 def series_id(metric_name: str, labels: Mapping[str, str]) -> str:
     """A series' id as ClickHouse prints the UUID."""
-    digest = hashlib.md5(series_key(metric_name, labels), usedforsecurity=False).digest()
-    raw = digest[7::-1] + digest[15:7:-1]
+    raw = series_id_bytes(metric_name, labels)
     return f"{raw[:4].hex()}-{raw[4:6].hex()}-{raw[6:8].hex()}-{raw[8:10].hex()}-{raw[10:].hex()}"
 
 
@@ -245,8 +292,7 @@ def with_tenant(decoded: DecodedWrite, tenant: str) -> DecodedWrite:
     ):
         tagged = {**dict(pairs), TENANT_LABEL: tenant}
         labels.append(sorted(tagged.items()))
-        digest = hashlib.md5(series_key(name, tagged), usedforsecurity=False).digest()
-        ids.append(digest[7::-1] + digest[15:7:-1])  # as ClickHouse's reinterpretAsUUID
+        ids.append(series_id_bytes(name, tagged))
     old = _storage(series.column("id"))
     new = pa.array(ids, pa.binary(16))
 
@@ -504,8 +550,30 @@ def _ids(metric: pa.Array, keys: pa.Array, values: pa.Array, offsets: np.ndarray
     pieces = pc.binary_join_element_wise(*prefixed(keys), *prefixed(values), "")
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), pieces), "")
     key = pc.binary_join_element_wise(*prefixed(metric), pc.fill_null(joined, ""), "")
-    digests = b"".join([_md5(k).digest() for k in key.cast(pa.binary()).to_pylist()])
-    return np.frombuffer(digests, np.uint8).reshape(-1, 16)[:, _UUID_ORDER]
+    own = b"".join([_md5(k).digest()[:8] for k in key.cast(pa.binary()).to_pylist()])
+    # The target key: the same pieces, of the target labels alone.
+    is_target = pc.is_in(keys, value_set=pa.array(TARGET_LABELS))
+    owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    target_offsets = np.zeros(len(offsets), np.int32)
+    counts = np.bincount(owner[np.asarray(is_target, bool)], minlength=len(offsets) - 1)
+    np.cumsum(counts, out=target_offsets[1:])
+    target_pieces = pieces.filter(is_target)
+    targets = pc.binary_join(pa.ListArray.from_arrays(pa.array(target_offsets), target_pieces), "")
+    digests: dict[bytes, bytes] = {}  # a write's series share few targets
+    target = b"".join(
+        [
+            digests.get(t) or digests.setdefault(t, _md5(t).digest()[:8])
+            for t in pc.fill_null(targets, "").cast(pa.binary()).to_pylist()
+        ]
+    )
+    halves = np.concatenate(
+        [
+            np.frombuffer(own, np.uint8).reshape(-1, 8),
+            np.frombuffer(target, np.uint8).reshape(-1, 8),
+        ],
+        axis=1,
+    )
+    return halves[:, _UUID_ORDER]
 
 
 def _uuid(ids: np.ndarray, rows: np.ndarray | list[int]) -> pa.Array:

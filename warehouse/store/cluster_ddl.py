@@ -12,7 +12,16 @@ For cluster ``c`` every MergeTree table ``db.t`` becomes
 A data statement (``INSERT ... SELECT``, a backfill) reads and writes the local tables:
 each shard fills its own rows from its own, since every sharded table here is split by
 a key that keeps what a backfill combines on one shard (a request and its parts by
-request id; a rollup row and the requests it sums by tenant, service and model).
+request id; a rollup row and the requests it sums by tenant, service and model). One
+marked ``-- reshard`` (a rewrite that changes the key its rows are sharded by, as 0023
+changes series ids) reads the local tables and writes the Distributed table, so every
+row lands on the shard of its new key; every shard must run it together.
+
+``EXCHANGE TABLES db.a AND db.b`` of sharded tables swaps their local tables (each
+Distributed table keeps naming its local one, so it then reads the other's rows). With
+Keeper a Replicated table keeps its Keeper path through the swap, so ``b``, the copy
+swapped in, is created with a path of its own (``{uuid}``), not one named after ``b``
+that the table live under ``a`` would hold when ``b`` is created again.
 
 A Null table (an insert target whose views do the work) becomes a Null ``t_local``
 on every node behind the same Distributed ``t``: an insert reaches the shard that
@@ -35,7 +44,13 @@ import re
 
 from warehouse.errors import MigrationError
 
-__all__ = ["LOCAL_SUFFIX", "is_insert_select", "is_per_node", "render_for_cluster"]
+__all__ = [
+    "LOCAL_SUFFIX",
+    "is_insert_select",
+    "is_per_node",
+    "is_reshard",
+    "render_for_cluster",
+]
 
 LOCAL_SUFFIX = "_local"
 
@@ -49,6 +64,9 @@ _CREATE_PLAIN_VIEW = re.compile(rf"^(CREATE VIEW IF NOT EXISTS) {_DB}\.(\w+)(.*)
 _SYSTEM_VIEW = re.compile(rf"^SYSTEM (STOP|START) VIEW {_DB}\.\w+\s*$", re.I)
 _INSERT_SELECT = re.compile(rf"^INSERT INTO {_DB}\.\w+\s*(\(.*\))?\s*SELECT\b", re.I | re.S)
 _ALTER_TABLE = re.compile(rf"^(ALTER TABLE) {_DB}\.(\w+)(.*)$", re.I | re.S)
+_EXCHANGE = re.compile(rf"^(EXCHANGE TABLES) {_DB}\.(\w+) AND {_DB}\.(\w+)\s*$", re.I)
+_INSERT_TARGET = re.compile(rf"^INSERT INTO {_DB}\.\w+\s*(\([^)]*\))?\s*", re.I)
+_RESHARD = re.compile(r"^\s*--\s*reshard\s*$", re.M)
 _DROP = re.compile(rf"^(DROP (?:TABLE|VIEW) IF EXISTS) {_DB}\.(\w+)(\s+SYNC)?\s*$", re.I)
 _TRUNCATE = re.compile(rf"^(TRUNCATE TABLE(?: IF EXISTS)?) {_DB}\.(\w+)\s*$", re.I)
 _ENGINE = re.compile(r"ENGINE\s*=\s*(\w*)MergeTree\b(?:\s*\(([^)]*)\))?", re.I)
@@ -91,6 +109,10 @@ def render_for_cluster(
         if (match := _CREATE_PLAIN_VIEW.match(_strip_comments(statement)))
         and _SHARDING_KEY.search(statement)
     }
+    # Copies swapped in by EXCHANGE TABLES: their Keeper path is their table's UUID.
+    swapped_in = {
+        match.group(5) for match in map(_EXCHANGE.match, map(_strip_comments, every)) if match
+    }
     rendered: list[str] = []
     for statement, body in zip(statements, code, strict=True):
         if (match := _DROP.match(body)) and match.group(3) in distributed_views:
@@ -101,13 +123,19 @@ def render_for_cluster(
                 f"DROP VIEW IF EXISTS {db}.{name}{LOCAL_SUFFIX}{on}{sync or ''}",
             ]
             continue
-        rendered.extend(_render(statement, body, cluster, database, sharded, keeper))
+        rendered.extend(_render(statement, body, cluster, database, sharded, keeper, swapped_in))
     return rendered
 
 
 def is_per_node(statement: str) -> bool:
     """A statement every node must run itself even with Keeper (``SYSTEM STOP VIEW``)."""
     return bool(_SYSTEM_VIEW.match(_strip_comments(statement)))
+
+
+def is_reshard(statement: str) -> bool:
+    """A data statement that moves rows between shards (``-- reshard``): it writes the
+    Distributed table, so every shard must run it, over its own rows, together."""
+    return bool(_RESHARD.search(statement)) and is_insert_select(statement)
 
 
 def is_insert_select(statement: str) -> bool:
@@ -117,7 +145,13 @@ def is_insert_select(statement: str) -> bool:
 
 
 def _render(
-    statement: str, body: str, cluster: str, database: str, sharded: set[str], keeper: bool
+    statement: str,
+    body: str,
+    cluster: str,
+    database: str,
+    sharded: set[str],
+    keeper: bool,
+    swapped_in: set[str],
 ) -> list[str]:
     on = f" ON CLUSTER {cluster}" if keeper else ""
     if match := _CREATE_DATABASE.match(body):
@@ -127,7 +161,7 @@ def _render(
         local = f"{table}{LOCAL_SUFFIX}"
         rest = _localize(rest, database, sharded)
         if keeper:
-            rest = _replicated_engine(rest, db, local)
+            rest = _replicated_engine(rest, db, local, by_uuid=table in swapped_in)
         key = _SHARDING_KEY.search(statement)
         if key is None:
             raise MigrationError(
@@ -169,6 +203,17 @@ def _render(
         return [f"{verb} {db}.{name}{LOCAL_SUFFIX if name in sharded else ''}{on}"]
     if match := _SYSTEM_VIEW.match(body):  # takes no ON CLUSTER: each node stops its own
         return [body]
+    if (match := _EXCHANGE.match(body)) and {match.group(3), match.group(5)} <= sharded:
+        verb, db, one, _, other = match.groups()
+        return [f"{verb} {db}.{one}{LOCAL_SUFFIX} AND {db}.{other}{LOCAL_SUFFIX}{on}"]
+    if match := _EXCHANGE.match(body):
+        raise MigrationError(f"EXCHANGE TABLES of {match.group(3)} and {match.group(5)}: "
+                             "both must be sharded tables")  # fmt: skip
+    if (match := _INSERT_SELECT.match(body)) and _RESHARD.search(statement):
+        # Each shard reads its own rows and writes them through the Distributed table.
+        target = _INSERT_TARGET.match(body)
+        assert target is not None  # _INSERT_SELECT matched
+        return [body[: target.end()] + _localize(body[target.end() :], database, sharded)]
     if match := _INSERT_SELECT.match(body):  # a backfill: each shard of its own rows
         return [_localize(body, database, sharded)]
     head = " ".join(body.split()[:4])
@@ -185,10 +230,14 @@ def _localize(sql: str, database: str, sharded: set[str]) -> str:
     )
 
 
-def _replicated_engine(rest: str, db: str, local: str) -> str:
+def _replicated_engine(rest: str, db: str, local: str, by_uuid: bool = False) -> str:
+    path = f"/clickhouse/tables/{{shard}}/{db}/{local}"
+    if by_uuid:
+        path = "/clickhouse/tables/{uuid}/{shard}"
+
     def replace(match: re.Match[str]) -> str:
         kind, parameters = match.group(1), (match.group(2) or "").strip()
-        args = f"'/clickhouse/tables/{{shard}}/{db}/{local}', '{{replica}}'"
+        args = f"'{path}', '{{replica}}'"
         if parameters:
             args += f", {parameters}"
         return f"ENGINE = Replicated{kind}MergeTree({args})"

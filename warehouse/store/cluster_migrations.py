@@ -10,7 +10,10 @@ over them, materialized views on the local tables. Two modes:
 
 Either way a data statement (``INSERT ... SELECT``, a backfill) runs on each shard that
 lacks the migration, over that shard's own local tables: a shard that catches up later
-backfills its own rows, and no shard's data is copied twice. ``SYSTEM STOP/START VIEW``
+backfills its own rows, and no shard's data is copied twice. A data statement that moves
+rows between shards (``-- reshard``: 0023 rewrote every series id, and ids decide the
+shard) is run by every shard over its own rows into the Distributed table, and needs
+every shard to lack the migration. ``SYSTEM STOP/START VIEW``
 runs on every node; every shard records the migration in its own
 ``schema_migrations``. As on one node, a migration that fails after its data statement
 and before it is recorded would run that statement again: the data statements are
@@ -24,7 +27,12 @@ from collections.abc import Sequence
 from warehouse.config import Config
 from warehouse.errors import ConfigError, MigrationError, StoreError
 from warehouse.store.base import Store
-from warehouse.store.cluster_ddl import is_insert_select, is_per_node, render_for_cluster
+from warehouse.store.cluster_ddl import (
+    is_insert_select,
+    is_per_node,
+    is_reshard,
+    render_for_cluster,
+)
 from warehouse.store.migrations import Migration, MigrationState, Migrator
 
 __all__ = ["ClusterMigrator", "has_keeper"]
@@ -94,6 +102,17 @@ class ClusterMigrator:
             where = [k for k, versions in enumerate(pending) if migration.version in versions]
             if not where:
                 continue
+            first = self.migrators[0]
+            if len(where) < len(self.shards) and any(
+                is_reshard(s) for s in first.statements(migration)
+            ):
+                raise MigrationError(
+                    f"{migration.path.name} moves rows between shards, so every shard must "
+                    f"take it together, but shard(s) "
+                    f"{', '.join(str(k + 1) for k in range(len(self.shards)) if k not in where)} "
+                    "applied it already: apply it on the others by hand (llmwh migrate plan "
+                    "--cluster prints it)"
+                )
             self._run(self.statements(migration), where, migration.path.name)
             for k in where:
                 self.migrators[k].record(migration)

@@ -81,8 +81,9 @@ def test_v1_series_samples_and_ids():
 def test_the_id_layout_is_length_prefixed_and_md5_read_as_clickhouse_uuid():
     key = series_key("up", {"job": "api", "__name__": "ignored", "a": "é:1"})
     assert key == b"2:up1:a4:\xc3\xa9:13:job3:api"
-    digest = hashlib.md5(key).digest()
-    expected = uuid.UUID(bytes=digest[7::-1] + digest[15:7:-1])
+    # Half the key's MD5, then half its target's (job, instance, __tenant__): 0023.
+    digest, target = hashlib.md5(key).digest(), hashlib.md5(b"3:job3:api").digest()
+    expected = uuid.UUID(bytes=digest[7::-1] + target[7::-1])
     assert series_id("up", {"job": "api", "a": "é:1"}) == str(expected)
     # Length prefixes keep label sets apart that plain concatenation would merge.
     assert series_id("a", {"b": "c"}) != series_id("ab", {"": "c"})
