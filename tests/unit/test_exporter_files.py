@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from warehouse.cli import app
 from warehouse.exporters import grafana_dashboards
 from warehouse.exporters.shipped import differences, shipped_files
+from warehouse.query.sla import WORKBOOK_ALERTS
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = shipped_files()
@@ -91,3 +94,17 @@ def test_check_names_a_file_the_code_does_not_build_and_write_leaves_it(tmp_path
 
 def test_check_of_a_missing_folder_names_every_file(tmp_path: Path):
     assert differences(tmp_path / "nowhere") == dict.fromkeys(sorted(FILES), "missing")
+
+
+def test_the_prometheus_rules_page_and_ticket_on_the_pairs_the_overview_shows():
+    """One list of burn-rate alerts: the rules file fires on the same window pairs, rates
+    and severities as the overview's and the report's alert column."""
+    rules = yaml.safe_load(FILES["prometheus/alerts.yml"])["groups"][0]["rules"]
+    burns = [rule for rule in rules if rule["alert"].startswith("SLOErrorBudgetBurn")]
+    found = []
+    for rule in burns:
+        [(long, rate)] = re.findall(r'window="(\w+)"\} > ([\d.]+)\n\s*and', rule["expr"])
+        [short] = re.findall(r'and ignoring\(window\) \w+\{window="(\w+)"\}', rule["expr"])
+        found.append((rule["labels"]["severity"], float(rate), long, short))
+
+    assert found == [(a.severity, a.rate, a.long, a.short) for a in WORKBOOK_ALERTS]

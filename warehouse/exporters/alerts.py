@@ -3,10 +3,11 @@
 Multi-window, multi-burn-rate alerts as the Google SRE workbook ("Alerting on SLOs")
 sets them: an alert fires when the budget burns at ``rate`` times the sustainable rate
 over a long window, and still does over a short one (so that it stops soon after the
-burning does). The workbook derives its rates for a 30-day period: 14.4 over an hour
-spends 2% of the budget, 6 over six hours 5%, 3 over a day 10%. The rates hold for
-every SLO (a burn rate is already relative to its period); over a 7-day period the same
-rates spend 4.3 times those shares, as each alert's description says.
+burning does). The alerts are :data:`warehouse.query.sla.WORKBOOK_ALERTS`, the ones the
+overview and the report show firing: 14.4 over an hour spends 2% of a 30-day budget, 6
+over six hours 5%, 1 over three days 10%. The rates hold for every SLO (a burn rate is
+already relative to its period); over a 7-day period the same rates spend 4.3 times
+those shares, as each alert's description says.
 
 Every metric name comes from :mod:`warehouse.exporters.metrics`; the exporter computes
 the windows named here by default. ``exporters/prometheus/alerts.yml`` is this
@@ -16,43 +17,32 @@ and a test holds it to that.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 
 from warehouse.exporters.metrics import BUDGET_REMAINING, BURN_RATE, EXPORTER_UP
+from warehouse.query.sla import WORKBOOK_ALERTS, BurnAlert
 from warehouse.query.timerange import parse_duration
 
-__all__ = ["BURN_ALERTS", "BurnAlert", "alert_windows", "render_rules"]
+__all__ = ["alert_windows", "render_rules"]
 
-
-@dataclass(frozen=True)
-class BurnAlert:
-    """Fire when the budget burns ``rate`` times too fast over ``long`` and ``short``."""
-
-    name: str
-    rate: float
-    long: str
-    short: str
-    severity: str
-    long_in_words: str
-
-    def share(self, period: timedelta) -> float:
-        """The share of a ``period`` budget that burns in ``long`` at ``rate``."""
-        return self.rate * (parse_duration(self.long) / period)
-
-
-BURN_ALERTS = (
-    BurnAlert("SLOErrorBudgetBurnFast", 14.4, "1h", "5m", "page", "the last hour"),
-    BurnAlert("SLOErrorBudgetBurnSteady", 6, "6h", "30m", "page", "the last 6 hours"),
-    BurnAlert("SLOErrorBudgetBurnSlow", 3, "1d", "2h", "ticket", "the last day"),
-)
 THIRTY_DAYS = timedelta(days=30)
+_UNITS = {"m": "minute", "h": "hour", "d": "day", "w": "week"}
 
 
 def alert_windows() -> tuple[str, ...]:
     """Every window the alerts read, shortest first: what the exporter computes."""
-    labels = {label for alert in BURN_ALERTS for label in (alert.long, alert.short)}
+    labels = {label for alert in WORKBOOK_ALERTS for label in (alert.long, alert.short)}
     return tuple(sorted(labels, key=parse_duration))
+
+
+def _name(alert: BurnAlert) -> str:
+    return f"SLOErrorBudgetBurn{alert.name.title()}"
+
+
+def _in_words(label: str) -> str:
+    """``1h`` as "the last hour", ``3d`` as "the last 3 days"."""
+    count, unit = int(label[:-1]), _UNITS[label[-1]]
+    return f"the last {unit}" if count == 1 else f"the last {count} {unit}s"
 
 
 def render_rules() -> str:
@@ -67,20 +57,20 @@ def render_rules() -> str:
         "  - name: llmwh-slo-burn-rate",
         "    rules:",
     ]
-    for alert in BURN_ALERTS:
+    for alert in WORKBOOK_ALERTS:
         long, short = (f'{{window="{w}"}}' for w in (alert.long, alert.short))
         lines += [
-            f"      - alert: {alert.name}",
+            f"      - alert: {_name(alert)}",
             "        expr: |",
             f"          {BURN_RATE}{long} > {alert.rate:g}",
             f"          and ignoring(window) {BURN_RATE}{short} > {alert.rate:g}",
             "        labels:",
             f"          severity: {alert.severity}",
             "        annotations:",
-            '          summary: "{{ $labels.slo }} burns its error budget '
-            f'{alert.rate:g}x too fast"',
+            '          summary: "{{ $labels.slo }} burns its budget faster than '
+            f'{alert.rate:g}x the sustainable rate"',
             "          description: >-",
-            f"            Over {alert.long_in_words} (and the last {alert.short}) "
+            f"            Over {_in_words(alert.long)} (and the last {alert.short}) "
             "{{ $labels.slo }} burned its",
             "            error budget at {{ $value | humanize }}x the sustainable rate: "
             f"{alert.share(THIRTY_DAYS):.0%} of a",

@@ -48,7 +48,7 @@ __all__ = ["DEFAULT_WINDOWS", "SLAExporter"]
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOWS = alert_windows()
-"""The windows the multi-window, multi-burn-rate alerts read (5m, 30m, 1h, 2h, 6h, 1d)."""
+"""The windows the multi-window, multi-burn-rate alerts read (5m, 30m, 1h, 6h, 3d)."""
 
 _LABEL = re.compile(r"[^a-zA-Z0-9_]")
 

@@ -81,11 +81,17 @@ class BurnAlert:
     ``short`` both exceed ``rate`` (the short window lets it stop soon after the burning
     does)."""
 
+    name: str
+    """How fast it burns, for an alert's name: ``fast``, ``steady``, ``slow``."""
     severity: str
     """``page`` or ``ticket``."""
     rate: float
     long: str
     short: str
+
+    def share(self, period: timedelta) -> float:
+        """The share of a ``period``'s budget that burns in ``long`` at ``rate``."""
+        return self.rate * (parse_duration(self.long) / period)
 
     def fires(self, rates: Mapping[str, float | None]) -> bool:
         """Whether it fires on ``rates``, burn rates by window label (``"1h"``); a
@@ -95,13 +101,14 @@ class BurnAlert:
 
 
 WORKBOOK_ALERTS = (
-    BurnAlert("page", 14.4, "1h", "5m"),
-    BurnAlert("page", 6.0, "6h", "30m"),
-    BurnAlert("ticket", 1.0, "3d", "6h"),
+    BurnAlert("fast", "page", 14.4, "1h", "5m"),
+    BurnAlert("steady", "page", 6.0, "6h", "30m"),
+    BurnAlert("slow", "ticket", 1.0, "3d", "6h"),
 )
 """The SRE workbook's recommended multiwindow, multi-burn-rate alerts ("Alerting on
 SLOs"), most severe first: 2% of a 30-day budget spent in an hour pages, 5% in six hours
-pages, 10% in three days opens a ticket."""
+pages, 10% in three days opens a ticket. The overview, the report and the exporter's
+Prometheus rules all read these."""
 
 
 def firing(
