@@ -751,6 +751,30 @@ CANDIDATES = [
             ),
         )
     ),
+    # Migration 0023's layout (ids that begin with their target, so llmwh's own samples
+    # are already in target order) with other levels and block sizes.
+    *(
+        Candidate(
+            f"0023: blocks of {kb} KB, timestamp ZSTD({ts}), value ZSTD({level})",
+            id="UUID CODEC(ZSTD(1))",
+            timestamp=f"Delta, ZSTD({ts})",
+            value=f"Delta, ZSTD({level})",
+            settings=(
+                f"min_compress_block_size = {kb * 1024}, max_compress_block_size = {kb * 1024}"
+            ),
+        )
+        for kb, ts, level in (
+            (1024, 9, 9),
+            (1024, 3, 9),
+            (1024, 9, 12),
+            (1024, 9, 15),
+            (1024, 9, 10),
+            (1024, 9, 11),
+            (1024, 12, 12),
+            (2048, 9, 9),
+            (512, 9, 9),
+        )
+    ),
     # Designs that change the type of `value` (not shippable as a codec change: every
     # writer and reader of `value` would change). Integral values in an Int64 (counters,
     # bucket counts, bytes) and the rest as floats:
