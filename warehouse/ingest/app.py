@@ -198,21 +198,26 @@ class Receiver:
             with self.writes.committer.hold(0, share, write=writes) as held:
                 scope["llmwh.held"] = held
                 status = await route.endpoint(scope, receive, send)
-        except BufferFull as exc:
-            status = exc.http_status
-            await self._refuse(
-                scope, send, status, str(exc), [("retry-after", str(exc.retry_after))]
-            )
-        except (IngestError, QueryError, InvalidArgument, WireError) as exc:
-            status = exc.http_status
-            await self._refuse(scope, send, status, str(exc))
-        except (StoreUnavailable, NotRunning) as exc:
-            status = 503
+        except (IngestError, QueryError, InvalidArgument, WireError, StoreError, NotRunning) as exc:
+            status, message, headers = self.refusal(exc, path, writes)
+            await self._refuse(scope, send, status, message, headers)
+        finally:
+            self.metrics.labelled(self.metrics.http_requests, endpoint, str(status)).inc()
+
+    def refusal(
+        self, exc: Exception, path: str, writes: bool
+    ) -> tuple[int, str, list[tuple[str, str]] | None]:
+        """The answer to a request on ``path`` that raised ``exc`` (``writes``: a write
+        route): its status, message and extra headers; logs what the operator must see.
+        Raises ``exc`` again when it is no error of a request (a fault of ours: 500)."""
+        if isinstance(exc, BufferFull):
+            return exc.http_status, str(exc), [("retry-after", str(exc.retry_after))]
+        if isinstance(exc, IngestError | QueryError | InvalidArgument | WireError):
+            return exc.http_status, str(exc), None
+        if isinstance(exc, StoreUnavailable | NotRunning):
             log.warning("cannot take the request now: %s", exc)
-            await self._refuse(
-                scope, send, status, str(exc), [("retry-after", str(RETRY_AFTER_SECONDS))]
-            )
-        except StoreError as exc:
+            return 503, str(exc), [("retry-after", str(RETRY_AFTER_SECONDS))]
+        if isinstance(exc, StoreError):
             what = "commit the write" if writes else "answer"
             log.error("the store could not %s on %s: %s", what, path, exc)
             status, retry = 500, None
@@ -220,9 +225,8 @@ class Receiver:
                 status, retry = 503, [("retry-after", str(RETRY_AFTER_SECONDS))]
             # A read's error may quote the SQL the warehouse built: that stays in the log.
             shown = f": {exc}" if writes else " (see the receiver's log)"
-            await self._refuse(scope, send, status, f"the store could not {what}{shown}", retry)
-        finally:
-            self.metrics.labelled(self.metrics.http_requests, endpoint, str(status)).inc()
+            return status, f"the store could not {what}{shown}", retry
+        raise exc
 
     async def _refuse(
         self,

@@ -218,9 +218,15 @@ class GroupCommitter:
         ``body.decode()`` returned. Raises as :meth:`submit` does, and the body's
         :class:`~warehouse.errors.IngestError` when it was decoded alone and refused.
         """
+        return await asyncio.shield(self.put_body(body))
+
+    def put_body(self, body: Body) -> asyncio.Future[Any]:
+        """:meth:`submit_body` without waiting, for a caller that answers from a callback:
+        the future gets what it would return or raise (:class:`BufferFull` and
+        :class:`NotRunning` are raised here, at once)."""
         if self.insert_bodies is None:
             raise InvalidArgument("this group committer takes no bodies (no insert_bodies)")
-        return await self._enqueue({}, len(body.data), None, body)
+        return self._put({}, len(body.data), None, body)
 
     def hold(self, nbytes: int, tenant: str = "", write: bool | None = None) -> Held:
         """Hold ``tenant``'s write against the buffer's bounds while it is read, decoded
@@ -235,6 +241,15 @@ class GroupCommitter:
         dedup_token: str | None,
         body: Body | None,
     ) -> Any:
+        return await asyncio.shield(self._put(tables, nbytes, dedup_token, body))
+
+    def _put(
+        self,
+        tables: Mapping[str, pa.Table],
+        nbytes: int,
+        dedup_token: str | None,
+        body: Body | None,
+    ) -> asyncio.Future[Any]:
         if self._task is None or self._closing:
             raise NotRunning("the receiver is not taking writes: its committer is not running")
         tenant = self.buffer.queue(nbytes, body=body is not None)
@@ -243,7 +258,7 @@ class GroupCommitter:
         self._queue.append(pending)
         self._wakeup.set()
         self.buffer.arrived.set()
-        return await asyncio.shield(pending.done)
+        return done
 
     async def _run(self) -> None:
         # Up to `concurrency` flushes run at once: ClickHouse runs one insert on about

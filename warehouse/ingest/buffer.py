@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from warehouse.errors import BufferFull
 
-__all__ = ["Held", "WriteBuffer"]
+__all__ = ["Held", "Serving", "WriteBuffer"]
 
 
 class Held:
@@ -47,10 +47,35 @@ class Held:
         _holding.reset(self._entered)
         self.buffer._release(self)
 
+    def release(self) -> None:
+        """Let go of a write held without entering it (answered from a callback, whose
+        queueing ran in :class:`Serving`)."""
+        self.buffer._release(self)
+
 
 _holding: ContextVar[Held | None] = ContextVar("llmwh_holding", default=None)
 """The write being served, whose decoded rows :meth:`WriteBuffer.queue` charges to its
 tenant."""
+
+
+class Serving:
+    """Within the block, ``held`` is the write being served (whose rows
+    :meth:`WriteBuffer.queue` charges to its tenant), as inside ``with held``, but
+    ``held`` is not let go at its end (:meth:`Held.release` does that). A plain class,
+    as :class:`Held` is."""
+
+    __slots__ = ("held", "token")
+
+    def __init__(self, held: Held):
+        self.held = held
+        self.token: Token[Held | None] | None = None
+
+    def __enter__(self) -> None:
+        self.token = _holding.set(self.held)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _holding.reset(self.token)
 
 
 class WriteBuffer:

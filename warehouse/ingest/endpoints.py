@@ -43,6 +43,7 @@ __all__ = [
     "metrics",
     "otlp_metrics",
     "otlp_traces",
+    "partial_write",
     "readyz",
     "remote_write",
     "requests",
@@ -98,18 +99,19 @@ async def remote_write(receiver: Receiver, scope: Scope, receive: Receive, send:
         ]
     refused, why = written.refused
     if refused:
-        # A partial write: the rest is committed; 400 tells the sender not to retry
-        # what can never be stored (as Prometheus does for out-of-bounds samples).
-        await respond(
-            send,
-            400,
-            f"{refused} samples, histograms, exemplars or per-request metrics were "
-            f"not written ({why}); the rest was\n",
-            headers,
-        )
+        await respond(send, 400, partial_write(refused, why), headers)
         return 400
     await respond(send, 204, headers=headers)
     return 204
+
+
+def partial_write(refused: int, why: str) -> str:
+    """The answer to a partial write: the rest is committed; its 400 tells the sender not
+    to retry what can never be stored (as Prometheus does for out-of-bounds samples)."""
+    return (
+        f"{refused} samples, histograms, exemplars or per-request metrics were "
+        f"not written ({why}); the rest was\n"
+    )
 
 
 async def requests(receiver: Receiver, scope: Scope, receive: Receive, send: Send) -> int:

@@ -12,6 +12,7 @@ __all__ = [
     "Receive",
     "Scope",
     "Send",
+    "body_timeout",
     "content_encoding",
     "header",
     "header_values",
@@ -19,6 +20,7 @@ __all__ = [
     "read_body",
     "require_snappy",
     "respond",
+    "response_parts",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -76,9 +78,12 @@ async def read_body(
         async with asyncio.timeout(timeout):
             return await _read_body(scope, receive, limit, charge)
     except TimeoutError:
-        raise RequestTimeout(
-            f"the body did not arrive within {timeout:g} s (body_timeout_seconds)"
-        ) from None
+        raise body_timeout(timeout) from None
+
+
+def body_timeout(timeout: float) -> RequestTimeout:
+    """The error of a body that did not arrive whole within ``timeout`` seconds."""
+    return RequestTimeout(f"the body did not arrive within {timeout:g} s (body_timeout_seconds)")
 
 
 async def _read_body(
@@ -116,8 +121,20 @@ async def respond(
     headers: Iterable[tuple[str, str]] = (),
     content_type: str | None = None,
 ) -> None:
-    """Send a whole response. A body without ``content_type`` is plain text; a 204
-    carries no Content-Length (RFC 9110, 8.6)."""
+    """Send a whole response (:func:`response_parts`)."""
+    raw, payload = response_parts(status, body, headers, content_type)
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def response_parts(
+    status: int,
+    body: bytes | str = b"",
+    headers: Iterable[tuple[str, str]] = (),
+    content_type: str | None = None,
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A whole response's headers (as ASGI carries them) and body. A body without
+    ``content_type`` is plain text; a 204 carries no Content-Length (RFC 9110, 8.6)."""
     payload = body.encode() if isinstance(body, str) else body
     raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     if content_type is None and payload:
@@ -126,8 +143,7 @@ async def respond(
         raw.append((b"content-type", content_type.encode()))
     if status != 204:
         raw.append((b"content-length", str(len(payload)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": payload})
+    return raw, payload
 
 
 def content_encoding(scope: Scope, default: str) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 
@@ -45,9 +46,9 @@ from warehouse.ingest.windows import Refused, parts_within, samples_within
 from warehouse.store.base import Store
 from warehouse.wire.compression import DECOMPRESSORS, unsnappy
 
-__all__ = ["RemoteWritten", "WriteService"]
+__all__ = ["INLINE_DECOMPRESS_BYTES", "RemoteWritten", "WriteService"]
 
-_INLINE_DECOMPRESS_BYTES = 256 << 10
+INLINE_DECOMPRESS_BYTES = 256 << 10
 """Bodies up to this size are decompressed on the event loop (well under a millisecond)."""
 
 
@@ -145,26 +146,46 @@ class WriteService:
         started = time.perf_counter()
         limit = self.config.max_body_bytes
         if not v2 and self.v1_flush is not None:  # decoded in C with the rest of its flush
-            if len(body) <= _INLINE_DECOMPRESS_BYTES:
+            if len(body) <= INLINE_DECOMPRESS_BYTES:
                 raw = unsnappy(body, limit)
             else:
                 raw = await asyncio.to_thread(unsnappy, body, limit)
-            self.observe_decode("/api/v1/write", started)
-            self.sealer.refuse_while_behind(raw, tenant)
             written_at = time.time()
-            decode_alone = partial(self.decode_remote_write, raw, remote_write.decode_v1, tenant)
-            outcome = await self.committer.submit_body(Body(raw, tenant or "", decode_alone))
-            if outcome is None:
-                return RemoteWritten()
-            decoded, refused, pivot = outcome
-        else:
-            decode = remote_write.decode_v2 if v2 else remote_write.decode_v1
-            written_at = time.time()
-            tables, (decoded, refused, pivot) = await asyncio.to_thread(
-                lambda: self.decode_remote_write(unsnappy(body, limit), decode, tenant)
-            )
-            self.observe_decode("/api/v1/write", started)
-            await self.commit(tables, tenant, body)
+            outcome = await asyncio.shield(self._put_v1(raw, tenant, started))
+            return self.v1_written(outcome, tenant, written_at)
+        decode = remote_write.decode_v2 if v2 else remote_write.decode_v1
+        written_at = time.time()
+        tables, (decoded, refused, pivot) = await asyncio.to_thread(
+            lambda: self.decode_remote_write(unsnappy(body, limit), decode, tenant)
+        )
+        self.observe_decode("/api/v1/write", started)
+        await self.commit(tables, tenant, body)
+        self.count_written(tenant or "", decoded, pivot, written_at)
+        return RemoteWritten(decoded, refused)
+
+    def put_v1(self, body: bytes, tenant: str | None) -> tuple[asyncio.Future[Any], float]:
+        """A 1.0 body (snappy, at most ``INLINE_DECOMPRESS_BYTES``) handed to the
+        committer as :meth:`remote_write` hands it, for a caller that answers from a
+        callback: the future's outcome goes to :meth:`v1_written`, with the time it
+        was written at (returned too). Raises as :meth:`remote_write` does before its
+        flush; needs the C path (:attr:`v1_flush`)."""
+        started = time.perf_counter()
+        raw = unsnappy(body, self.config.max_body_bytes)
+        written_at = time.time()
+        return self._put_v1(raw, tenant, started), written_at
+
+    def _put_v1(self, raw: bytes, tenant: str | None, started: float) -> asyncio.Future[Any]:
+        self.observe_decode("/api/v1/write", started)
+        self.sealer.refuse_while_behind(raw, tenant)
+        decode_alone = partial(self.decode_remote_write, raw, remote_write.decode_v1, tenant)
+        return self.committer.put_body(Body(raw, tenant or "", decode_alone))
+
+    def v1_written(self, outcome: Any, tenant: str | None, written_at: float) -> RemoteWritten:
+        """What a 1.0 body's flush wrote, from its committer's outcome (None: its flush
+        wrote it whole and counted it; else it was decoded alone), counted."""
+        if outcome is None:
+            return RemoteWritten()
+        decoded, refused, pivot = outcome
         self.count_written(tenant or "", decoded, pivot, written_at)
         return RemoteWritten(decoded, refused)
 

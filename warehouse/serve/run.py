@@ -49,6 +49,7 @@ def run_receiver(
     import uvicorn
 
     from warehouse.serve.app import build_app
+    from warehouse.serve.fast_write import protocol_for
 
     app = build_app(store, config)
     if on_app is not None:
@@ -59,6 +60,9 @@ def run_receiver(
             host=host,
             port=port,
             lifespan="on",
+            # uvicorn's httptools protocol, with remote write 1.0 answered below the ASGI
+            # cycle (warehouse/serve/fast_write.py).
+            http=protocol_for(app),
             log_level="warning",
             access_log=False,
             # The receiver reads no client address; uvicorn's middleware that rewrites
