@@ -388,6 +388,8 @@ async def _flush_tables(
     errors: dict[int, BaseException],
 ) -> int:
     """Insert the tables of ``batch``; on failure every write of it gets the error."""
+    if not batch:  # a flush of bodies alone (their flush wrote them): no trip to a thread
+        return 0
     merged = _merge([p for p in batch if p.dedup_token is None])
     own = [
         (name, table, p.dedup_token)

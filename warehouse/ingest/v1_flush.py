@@ -117,10 +117,7 @@ class V1Flush:
             + [{"samples": d.samples, "request_parts": parts} for _, d, _, parts in writes]
         )
         if self.wal is not None:
-            self.wal.write(
-                [Entry(name, table) for name, table in ordered],
-                {t: d.series.nbytes + d.samples.nbytes + p.nbytes for t, d, _, p in writes},
-            )
+            self.wal.write([Entry(name, table) for name, table in ordered], _weights(writes))
         else:
             insert_in_order(self.store, ordered, self._side_by_side)
         self._written_series.remember(series)
@@ -134,3 +131,12 @@ class V1Flush:
         wait(running)
         for future in running:
             future.result()
+
+
+def _weights(writes: list[tuple[str, DecodedWrite, Pivot, pa.Table]]) -> dict[str, int]:
+    """How much of a flush's frame is each tenant's: the bytes of its tables. A flush of
+    one tenant's bodies holds nothing else (and a table's ``nbytes`` walks its buffers:
+    measured 0.04-0.4 ms a flush)."""
+    if len(writes) == 1:
+        return {writes[0][0]: 1}
+    return {t: d.series.nbytes + d.samples.nbytes + p.nbytes for t, d, _, p in writes}
