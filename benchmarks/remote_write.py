@@ -20,7 +20,9 @@ on the embedded ClickHouse, as shipped (its write-ahead log on; ``llmwh-tenants`
 same in multi-tenant mode, each connection one of 8 tenants, every write held against
 its tenant's share of the buffer; ``llmwh-no-wal``: with ``--no-wal``, acknowledging
 after the ClickHouse commit), ``prometheus --web.enable-remote-write-receiver``
-and ``victoria-metrics``; ``llmwh-1``: with ``--workers 1``, one receiver process.
+and ``victoria-metrics``; ``llmwh-1``: with ``--workers 1``, one receiver process;
+``llmwh@DIR``: ``llmwh serve`` as shipped from the code tree DIR (on ``PYTHONPATH``, its C
+extensions built in place), to compare two versions in one run.
 Connections are threads with keep-alive HTTP/1.1
 connections (a lean client of this script's own) sending at full speed until
 ``--seconds`` pass or the bodies run out (no body is sent twice). Only 2xx responses
@@ -85,7 +87,7 @@ STOP_TIMEOUT_S = 60.0
 def main() -> None:
     args = _parse_args()
     receivers = [r.strip() for r in args.receivers.split(",") if r.strip()]
-    unknown = set(receivers) - set(RECEIVERS)
+    unknown = {r for r in receivers if r not in RECEIVERS and not r.startswith("llmwh@")}
     if unknown:
         sys.exit(f"unknown receivers: {', '.join(sorted(unknown))} (known: {', '.join(RECEIVERS)})")
     workloads = ["low", "high"] if args.workload == "both" else [args.workload]
@@ -122,7 +124,9 @@ def _parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--workload", choices=["low", "high", "both"], default="both")
     parser.add_argument(
-        "--receivers", default=",".join(RECEIVERS), help="comma-separated: " + ", ".join(RECEIVERS)
+        "--receivers",
+        default=",".join(RECEIVERS),
+        help="comma-separated: " + ", ".join(RECEIVERS) + ", llmwh@DIR (another code tree)",
     )
     parser.add_argument(
         "--max-samples",
@@ -350,6 +354,8 @@ class Receiver:
         env = dict(os.environ)
         if self.name == "llmwh-tenants":
             env["LLMWH_TENANT_HEADER"] = "X-Scope-OrgID"
+        if self.name.startswith("llmwh@"):  # llmwh serve from another tree, as shipped
+            env["PYTHONPATH"] = self.name.partition("@")[2]
         self.process = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
