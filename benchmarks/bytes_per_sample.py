@@ -639,6 +639,14 @@ _FITS = (
 )
 """``value`` is an Int64 mantissa over 10^s, exactly."""
 
+_ID_BEFORE_0023 = (
+    "reinterpretAsUUID(MD5(concat(toString(length(metric_name)), ':', metric_name, "
+    "arrayStringConcat(arrayMap(kv -> concat(toString(length(kv.1)), ':', kv.1, "
+    "toString(length(kv.2)), ':', kv.2), arraySort(kv -> kv.1, "
+    "arrayZip(mapKeys(labels), mapValues(labels))))))))"
+)
+"""The series id before migration 0023: the whole MD5 digest of the key."""
+
 CANDIDATES = [
     Candidate("shipped (0001)"),
     Candidate("value ZSTD(1)", value="ZSTD(1)"),
@@ -775,6 +783,22 @@ CANDIDATES = [
             (512, 9, 9),
         )
     ),
+    # 0022 as it was, on the ids before 0023 (the whole MD5 of the key, in no target's
+    # order): what reading one series cost before.
+    Candidate(
+        "0022 on the ids before 0023",
+        id="UUID CODEC(ZSTD(1))",
+        timestamp="Delta, ZSTD(1)",
+        value="Delta, ZSTD(3)",
+        source=(
+            "(SELECT s.timestamp AS timestamp, s.value AS value, t.old AS id "
+            "FROM {db}.samples AS s INNER JOIN "
+            f"(SELECT id, {_ID_BEFORE_0023} AS old FROM (SELECT id, any(metric_name) "
+            "AS metric_name, any(labels) AS labels FROM {db}.series GROUP BY id)) AS t "
+            "ON t.id = s.id)"
+        ),
+        check_id="0",
+    ),
     # Designs that change the type of `value` (not shippable as a codec change: every
     # writer and reader of `value` would change). Integral values in an Int64 (counters,
     # bucket counts, bytes) and the rest as floats:
@@ -828,7 +852,8 @@ CANDIDATES = [
 
 
 def _series_read_ms(store: Store, table: str, read: str, runs: int = 7) -> float:
-    """Median time to read one series' samples (seven series in turn), on the server."""
+    """Median time to read one series' samples (``--read-runs`` series in turn), on the
+    server."""
     ids = store.query_arrow(
         f"SELECT id FROM {table} GROUP BY id ORDER BY cityHash64(id) LIMIT {runs}"
     ).column("id")
@@ -881,7 +906,7 @@ def measure_candidates(store: Store, db: str, sent: int, server_pid: int) -> lis
             check.format(t=table, id=candidate.check_id, value=candidate.read)
         ).to_pylist()[0]
         reference = references[candidate.check_id]
-        read_ms = _series_read_ms(store, table, candidate.read)
+        read_ms = _series_read_ms(store, table, candidate.read, ARGS.read_runs)
         bytes_ = disk_bytes.table_bytes(store, (local,))[local]
         cols = {c["column"]: c["bytes"] for c in disk_bytes.column_bytes(store, (local,))}
         values = sum(b for c, b in cols.items() if c not in ("id", "timestamp", "target", "metric"))
@@ -995,7 +1020,7 @@ def print_table(results: list[dict[str, Any]], series: int, sent: int) -> None:
                 )
             print("write s: insert and OPTIMIZE FINAL of every sample; CPU s: the ClickHouse")
             print("  server's CPU seconds meanwhile; read ms: one series'")
-            print("  samples read with FINAL (median of 7 series), through HTTP")
+            print(f"  samples read with FINAL (median of {ARGS.read_runs} series), through HTTP")
     print("bytes: file sizes after merges (llmwh: active parts; Prometheus: the snapshot's")
     print("  blocks; VictoriaMetrics: data/ and indexdb/), over the samples sent")
 
@@ -1016,6 +1041,9 @@ def parse_args() -> argparse.Namespace:
         help="only these candidates (';'-separated names)",
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--read-runs", type=int, default=7, help="series read, one at a time, per candidate"
+    )
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()
 
