@@ -561,7 +561,8 @@ def _replay(
 def _run_one(
     name: str, workload: str, lanes: list[list[bytes]], seconds: float, disk: bool = True
 ) -> dict:
-    with tempfile.TemporaryDirectory(prefix=f"llmwh-rw-{name}-") as tmp:
+    label = name.replace("/", "_")  # llmwh@DIR names a directory
+    with tempfile.TemporaryDirectory(prefix=f"llmwh-rw-{label}-") as tmp:
         receiver = Receiver(name, Path(tmp))
         try:
             receiver.start()
