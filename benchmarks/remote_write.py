@@ -354,10 +354,12 @@ class Receiver:
         env = dict(os.environ)
         if self.name == "llmwh-tenants":
             env["LLMWH_TENANT_HEADER"] = "X-Scope-OrgID"
+        cwd = None
         if self.name.startswith("llmwh@"):  # llmwh serve from another tree, as shipped
-            env["PYTHONPATH"] = self.name.partition("@")[2]
+            # `python -m` puts its working directory first on sys.path, before PYTHONPATH.
+            cwd = env["PYTHONPATH"] = self.name.partition("@")[2]
         self.process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=cwd
         )
         _log(f"  started {self.name} (pid {self.process.pid}) on 127.0.0.1:{self.port}")
         deadline = time.monotonic() + START_TIMEOUT_S
