@@ -63,6 +63,8 @@ DECODING = "output_tokens > 1 AND e2e_ms > ttft_ms"
 
 Function = Literal["count", "sum", "sumMap", "max", "min"]
 
+_CASTS = {"UInt64": "toUInt64", "Float64": "toFloat64"}
+
 _MERGED_BY: dict[str, str] = {"count": "sum", "sum": "sum", "sumMap": "sumMap"}
 """How each function's values merge (a count's by summing; the others by themselves)."""
 
@@ -83,6 +85,9 @@ class Aggregate:
     value_type: str = "UInt64"
     """The type of the merged value (Float64, Map(String, UInt64) ...)."""
     nullable: bool = False
+    column: str | None = None
+    """For the sum of a column, NULL as 0: that column (``value`` is then one request's
+    part). Rows read whole sum the column and cast the sum once, not each row."""
 
     @property
     def merged_by(self) -> str:
@@ -102,6 +107,8 @@ class Aggregate:
         where, value = self.where, self.value
         if self.function == "count":
             return "count()" if where is None else f"countIf({where})"
+        if where is None and self.column is not None:
+            return f"{_CASTS[self.value_type]}(ifNull(sum({self.column}), 0))"
         if where is None:
             return f"{self.function}({value})"
         if self.function == "min":
@@ -117,7 +124,10 @@ class Aggregate:
     @property
     def filling(self) -> str:
         """The aggregate a view or a backfill fills the rollup column with from `requests`
-        rows: :attr:`over_requests`, or a cheaper way to the same value over many rows."""
+        rows: :attr:`over_requests`, or a cheaper way to the same value over many rows
+        (a column's sum fills as migration 0012 wrote it: the same value)."""
+        if self.column is not None:
+            return f"sum({self.value})"
         return self.over_requests
 
     @property
@@ -257,7 +267,7 @@ def read(name: str) -> Read:
         )
     column, _, kind = name.rpartition("_")
     if column in TOKEN_COLUMNS and kind == "sum":
-        return Aggregate(name, "sum", f"toUInt64(ifNull({column}, 0))")
+        return Aggregate(name, "sum", f"toUInt64(ifNull({column}, 0))", column=column)
     if column in TOKEN_COLUMNS and kind == "count":
         return Aggregate(name, "count", where=f"{column} IS NOT NULL")
     if name == "decode_tokens_sum":
@@ -266,7 +276,8 @@ def read(name: str) -> Read:
         value = "toFloat64(assumeNotNull(e2e_ms)) - assumeNotNull(ttft_ms)"
         return Aggregate(name, "sum", value, DECODING, "Float64")
     if column in LATENCY_COLUMNS and kind == "sum":
-        return Aggregate(name, "sum", f"toFloat64(ifNull({column}, 0))", value_type="Float64")
+        value = f"toFloat64(ifNull({column}, 0))"
+        return Aggregate(name, "sum", value, value_type="Float64", column=column)
     if column in LATENCY_COLUMNS and kind == "hist":
         key = f"map({_histogram_key(column)}, toUInt64(1))"
         return Histogram(
