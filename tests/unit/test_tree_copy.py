@@ -153,3 +153,13 @@ def test_rendering_a_question_leaves_its_tree_as_it_was(name: str) -> None:
 
         assert tree == before
         assert dialects.render(tree, dialect) == first
+
+
+def test_a_tree_deeper_than_pythons_recursion_limit_is_copied() -> None:
+    """A tenant's SQL of two thousand ORs parses as a chain that deep."""
+    tree = dialects.parse("SELECT 1 FROM t WHERE " + " OR ".join(f"x = {i}" for i in range(2000)))
+
+    copied = dialects.copy(tree)
+
+    assert copied == tree
+    assert sum(1 for _ in copied.walk()) == sum(1 for _ in tree.walk())

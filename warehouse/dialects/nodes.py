@@ -20,17 +20,25 @@ def copy(tree: E) -> E:
     named in :data:`_NODE_FIELDS`; tests/unit/test_tree_copy.py fails if sqlglot's
     nodes come to hold more.
     """
+    return _copied(tree, 0)
+
+
+def _copied(tree: E, depth: int) -> E:
+    if depth > _DEEPEST:
+        # sqlglot's copy is not recursive: a tenant's chain of a thousand ORs parses
+        # that deep, past Python's recursion limit.
+        return tree.copy()
     new = _new(tree.__class__)
     args: dict[str, Any] = {}
     for key, value in tree.args.items():
-        if isinstance(value, exp.Expr):
-            value = copy(value)
+        if isinstance(value, _Expr):
+            value = _copied(value, depth + 1)
             value.parent, value.arg_key, value.index = new, key, None
         elif type(value) is list:
             listed = []
             for i, item in enumerate(value):
-                if isinstance(item, exp.Expr):
-                    item = copy(item)
+                if isinstance(item, _Expr):
+                    item = _copied(item, depth + 1)
                     item.parent, item.arg_key, item.index = new, key, i
                 listed.append(item)
             value = listed
@@ -44,6 +52,8 @@ def copy(tree: E) -> E:
     return new
 
 
+_DEEPEST = 200
+_Expr = exp.Expr
 _new = object.__new__
 _NODE_FIELDS = frozenset(
     ("args", "parent", "arg_key", "index", "comments", "_type", "_meta", "_hash")
