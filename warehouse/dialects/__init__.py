@@ -54,7 +54,7 @@ def render(tree: exp.Expr, dialect: str) -> str:
     # A generator may change the tree it renders, so sqlglot's renders a copy by
     # default. ClickHouse's, reading the trees it parses, changes nothing that is
     # written as ClickHouse parses it (tests/unit/test_tree_copy.py): it renders the
-    # tree itself; every other dialect gets a copy, ours (a third of sqlglot's cost).
+    # tree itself; every other dialect gets a copy, ours (under half of sqlglot's cost).
     source = tree if dialect == SOURCE else copy(tree)
     try:
         return source.sql(
