@@ -16,6 +16,7 @@ from warehouse.auth import load_access
 from warehouse.config import Config, parse_listen
 from warehouse.errors import ConfigError
 from warehouse.ingest.wal import check_old_series_ids, check_unlocked, usable_directory
+from warehouse.serve.workers import orphan_logs
 
 __all__ = ["check_bindable", "preflight"]
 
@@ -28,9 +29,9 @@ def preflight(config: Config) -> None:
     if wal_directory is not None:
         usable_directory(wal_directory)
         check_unlocked(wal_directory)
-        for log in (wal_directory, *wal_directory.iterdir()):  # and each worker's
-            if log == wal_directory or (log.is_dir() and log.name.isdigit()):
-                check_old_series_ids(log)
+        # Worker 0's log and every other worker's, started now or not (orphans of 0).
+        for log in (wal_directory, *orphan_logs(wal_directory, 0)):
+            check_old_series_ids(log)
     load_access(config)
 
 
