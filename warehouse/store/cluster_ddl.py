@@ -203,19 +203,20 @@ def _render(
         return [f"{verb} {db}.{name}{LOCAL_SUFFIX if name in sharded else ''}{on}"]
     if match := _SYSTEM_VIEW.match(body):  # takes no ON CLUSTER: each node stops its own
         return [body]
-    if (match := _EXCHANGE.match(body)) and {match.group(3), match.group(5)} <= sharded:
-        verb, db, one, _, other = match.groups()
-        return [f"{verb} {db}.{one}{LOCAL_SUFFIX} AND {db}.{other}{LOCAL_SUFFIX}{on}"]
     if match := _EXCHANGE.match(body):
-        raise MigrationError(f"EXCHANGE TABLES of {match.group(3)} and {match.group(5)}: "
-                             "both must be sharded tables")  # fmt: skip
-    if (match := _INSERT_SELECT.match(body)) and _RESHARD.search(statement):
+        verb, db, one, _, other = match.groups()
+        if not {one, other} <= sharded:
+            raise MigrationError(
+                f"EXCHANGE TABLES of {one} and {other}: both must be sharded tables"
+            )
+        return [f"{verb} {db}.{one}{LOCAL_SUFFIX} AND {db}.{other}{LOCAL_SUFFIX}{on}"]
+    if _INSERT_SELECT.match(body):
+        if not _RESHARD.search(statement):  # a backfill: each shard of its own rows
+            return [_localize(body, database, sharded)]
         # Each shard reads its own rows and writes them through the Distributed table.
         target = _INSERT_TARGET.match(body)
         assert target is not None  # _INSERT_SELECT matched
         return [body[: target.end()] + _localize(body[target.end() :], database, sharded)]
-    if match := _INSERT_SELECT.match(body):  # a backfill: each shard of its own rows
-        return [_localize(body, database, sharded)]
     head = " ".join(body.split()[:4])
     raise MigrationError(f"cannot render this statement for a cluster: {head} ...")
 
