@@ -32,6 +32,16 @@ def table_names(store):
     return set(result.column("table_name").to_pylist())
 
 
+def table_definition(store, table, column):
+    """A ``system.tables`` column (``engine_full``, ``create_table_query``) of ``table``."""
+    found = store.query_arrow(
+        f"SELECT {column} AS found FROM system.tables "
+        "WHERE database = {db:String} AND name = {table:String}",
+        {"db": store.database, "table": table},
+    )
+    return found.column("found")[0].as_py()
+
+
 def test_migrating_from_empty_applies_every_file_in_order(store):
     migrator = Migrator(store)
     assert {s.state for s in migrator.status()} == {"pending"}
@@ -106,15 +116,7 @@ def test_changed_ttl_settings_are_applied_by_the_next_up(migrated):
         ("requests_1h", 400, 90),
         ("requests_sla_1h", 400, 90),
     }
-    engine = (
-        migrated.query_arrow(
-            "SELECT engine_full FROM system.tables "
-            "WHERE database = {db:String} AND name = 'requests'",
-            {"db": migrated.database},
-        )
-        .column("engine_full")[0]
-        .as_py()
-    )
+    engine = table_definition(migrated, "requests", "engine_full")
     assert "TTL toDateTime(ts) + toIntervalDay(7)" in engine
     assert sync_ttls(migrated, Config(requests_ttl_days=7, rollup_1h_ttl_days=90)) == []
 
@@ -135,13 +137,5 @@ def test_samples_keep_the_codecs_chosen_by_measurement(migrated):
         "timestamp": "CODEC(Delta(8), ZSTD(9))",
         "value": "CODEC(Delta(8), ZSTD(11))",
     }
-    create = (
-        migrated.query_arrow(
-            "SELECT create_table_query AS q FROM system.tables "
-            "WHERE database = {db:String} AND name = 'samples'",
-            {"db": migrated.database},
-        )
-        .column("q")[0]
-        .as_py()
-    )
+    create = table_definition(migrated, "samples", "create_table_query")
     assert "min_compress_block_size = 1048576, max_compress_block_size = 1048576" in create
