@@ -15,7 +15,7 @@ from ingest.test_remote_write_store import T0, normalized, v1_body, v2_body
 
 from warehouse.ingest.remote_write import SERIES_ID_SQL, decode_v1, decode_v2
 from warehouse.ingest.remote_write_tables import STARTS_SCHEMA, DecodedWrite, series_key
-from warehouse.store.migrations import Migrator, migrations_dir
+from warehouse.store.migrations import Migrator, discover, migrations_dir
 
 TABLES = {
     "series": "series",
@@ -97,6 +97,11 @@ def answers(store) -> dict[str, list[tuple]]:
     return out
 
 
+def from_0023(dialect: str) -> list[int]:
+    """The versions an upgrade from before 0023 applies: 0023 and every later one."""
+    return [m.version for m in discover(dialect) if m.version >= 23]
+
+
 def test_an_upgrade_rekeys_every_table_and_keeps_every_answer(store, tmp_path: Path):
     root = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), root)
@@ -124,7 +129,7 @@ def test_an_upgrade_rekeys_every_table_and_keeps_every_answer(store, tmp_path: P
 
     applied = Migrator(store).up()
 
-    assert [m.version for m in applied] == [23, 24]
+    assert [m.version for m in applied] == from_0023(dialect)
     assert answers(store) == before
     db = store.database
     if dialect == "clickhouse":
@@ -175,7 +180,7 @@ def test_an_interrupted_upgrade_run_again_ends_the_same(store, tmp_path: Path):
     for statement in statements[: len(statements) // 2]:
         store.command(statement)
     assert text  # the file as shipped is what runs
-    assert [m.version for m in Migrator(store).up()] == [23, 24]
+    assert [m.version for m in Migrator(store).up()] == from_0023(dialect)
     assert answers(store) == before
 
 

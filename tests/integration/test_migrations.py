@@ -139,3 +139,28 @@ def test_samples_keep_the_codecs_chosen_by_measurement(migrated):
     }
     create = table_definition(migrated, "samples", "create_table_query")
     assert "min_compress_block_size = 1048576, max_compress_block_size = 1048576" in create
+
+
+def test_requests_keep_the_codecs_chosen_by_measurement(migrated):
+    """0025: the codecs measured on `llmwh compare --rows 10000000`'s requests
+    (docs/benchmarks.md, "`requests`"), every one lossless; the rest as 0001 left them."""
+    if migrated.capabilities.dialect != "clickhouse":
+        pytest.skip("DuckDB chooses its own compression")
+    codecs = migrated.query_arrow(
+        "SELECT name, compression_codec FROM system.columns "
+        "WHERE database = {db:String} AND table = 'requests'",
+        {"db": migrated.database},
+    ).to_pylist()
+    found = {c["name"]: c["compression_codec"] for c in codecs}
+    labels = (
+        "model_version", "node", "client_app", "client_os", "network", "ab_group",
+        "request_type", "status", "error_class", "finish_reason",
+    )  # fmt: skip
+    assert found["ts"] == "CODEC(Delta(8), ZSTD(1))"
+    assert found["request_id"] == "CODEC(ZSTD(1))"
+    for name in (*labels, "consistency_score", "hallucination", "attrs"):
+        assert found[name] == "CODEC(ZSTD(9))", name
+    for name in ("queue_ms", "ttft_ms", "e2e_ms", "tpot_ms", "itl_p99_ms"):
+        assert found[name] == "CODEC(ZSTD(1))", name
+    for name in ("tenant", "service", "model", "region", "zone", "is_probe"):
+        assert found[name] == "", name

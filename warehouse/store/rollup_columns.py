@@ -41,4 +41,7 @@ REQUEST_COLUMN_TYPES = {
     field.name: _clickhouse_type(field) for field in REQUESTS_SCHEMA if field.name != "attrs"
 }
 """The ClickHouse type and codec of each `requests` column but ``attrs``, for tables
-that keep some of its columns (an SLO's table of requests)."""
+that keep some of its columns (an SLO's table of requests). The codecs are 0001's, not
+those 0025 gives `requests`: they are part of each SLO's version
+(``SloRollup.definition``), and changing them would rebuild every SLO's rollups without
+changing a row."""
