@@ -182,3 +182,41 @@ def test_the_next_flush_decodes_while_the_last_ones_frame_is_synced():
 
     asyncio.run(scenario())
     assert calls == [[b"one"], [b"two"]]
+
+
+def test_a_write_while_the_writer_is_idle_is_synced_by_its_caller_else_queued(inserter):
+    """write() syncs its frame in the caller's thread when nothing is being synced (no
+    trip to the writer thread); while a sync runs it queues, and returns only after a
+    sync that began after its frame was written."""
+    wal, log = inserter
+    callers: list[str] = []
+    real_sync = log.sync
+
+    def sync():
+        callers.append(threading.current_thread().name)
+        real_sync()
+
+    log.sync = sync
+    wal.write(entries(1))
+    assert callers == [threading.current_thread().name]
+    log.gate.clear()
+    first = wal.append(entries(2))
+    poll_until(log.held.is_set, "the writer's sync to begin")
+    returned = threading.Event()
+
+    def writer() -> None:
+        wal.write(entries(3))
+        returned.set()
+
+    thread = threading.Thread(target=writer, name="flush")
+    thread.start()
+    poll_until(lambda: wal._appends, "the write to be queued behind the sync under way")
+    assert not returned.is_set()
+    log.gate.set()
+    thread.join(30)
+    assert returned.is_set() and first.result(30) is None
+    assert callers[1:] == ["llmwh-wal-sync", "llmwh-wal-sync"]
+    kinds = [e if e[0] == "write" else e[0] for e in log.events]
+    rounds = [[("write", k), "sync", "synced"] for k in (1, 2, 3)]
+    assert kinds == [step for steps in rounds for step in steps]
+    assert [f.seq for f in wal._pending] == [1, 2, 3]
