@@ -158,9 +158,8 @@ def test_requests_keep_the_codecs_chosen_by_measurement(migrated):
     )  # fmt: skip
     assert found["ts"] == "CODEC(Delta(8), ZSTD(1))"
     assert found["request_id"] == "CODEC(ZSTD(1))"
-    for name in (*labels, "consistency_score", "hallucination", "attrs"):
-        assert found[name] == "CODEC(ZSTD(9))", name
-    for name in ("queue_ms", "ttft_ms", "e2e_ms", "tpot_ms", "itl_p99_ms"):
+    for name in (*labels, "queue_ms", "ttft_ms", "e2e_ms", "tpot_ms", "itl_p99_ms"):
         assert found[name] == "CODEC(ZSTD(1))", name
+    assert found["attrs"] == "CODEC(ZSTD(3))"
     for name in ("tenant", "service", "model", "region", "zone", "is_probe"):
         assert found[name] == "", name
