@@ -243,10 +243,6 @@ class GroupCommitter:
             raise InvalidArgument("this group committer takes no bodies (no insert_bodies)")
         return self._put({}, len(body.data), None, body)
 
-    def writes_waiting(self) -> int:
-        """Writes waiting for a flush to take them (read from any thread)."""
-        return len(self._queue)
-
     def hold(self, nbytes: int, tenant: str = "", write: bool | None = None) -> Held:
         """Hold ``tenant``'s write against the buffer's bounds while it is read, decoded
         and committed (:meth:`WriteBuffer.hold`); a flush lingers only while writes held

@@ -5,8 +5,8 @@ they are parsed in C without the GIL, one pass per tenant (each series made its
 tenant's in multi-tenant mode, its per-request samples pivoted into request parts),
 charged to the new-series budget, and written as one insert per table whatever their
 tenants: to the write-ahead log when there is one (returning once the frame is
-appended when at least as many writes wait for the next flush: the committer answers
-its writers once it is synced), else to the store, series first.
+appended: the committer answers its writers once it is synced), else to the store,
+series first.
 A body the C decoder leaves out (anything but float samples, anything the Python
 decoder would refuse, a time outside the store's windows, a write over the limits) is
 decoded alone by the Python path, which says why.
@@ -76,9 +76,6 @@ class V1Flush:
         self._written_series = WrittenSeries(
             config.series_cache_size, config.series_refresh_seconds
         )
-        self.waiting: Callable[[], int] | None = None
-        """How many writes wait for the next flush (the committer's), if known: with as
-        many as this flush holds, it returns before its frame is synced."""
         # Inserts of one flush's tables run side by side (ClickHouse takes each on a core).
         self._inserts = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmwh-insert")
 
@@ -129,18 +126,11 @@ class V1Flush:
             insert_in_order(self.store, ordered, self._side_by_side)
             self._written(series, writes, written_at)
             return left
-        entries = [Entry(name, table) for name, table in ordered]
-        if self.waiting is None or self.waiting() < sum(len(b) for b in groups.values()):
-            # Fewer writes wait than this flush holds: the next flush would be smaller,
-            # so it does better to wait for this sync, and this thread syncs it.
-            self.wal.write(entries, _weights(writes))
-            self._written(series, writes, written_at)
-            return left
-        # As many writes wait: the flush ends at its frame's append, and the frame is
-        # synced while the next flush decodes (the committer acknowledges these bodies
-        # once `durable` is done). Its series count as written only then: a frame that
-        # fails to sync must not keep a later flush from writing them.
-        synced = self.wal.append(entries, _weights(writes))
+        # With the log, the flush ends at its frame's append: the frame is synced while
+        # the next flush decodes (the committer acknowledges these bodies once `durable`
+        # is done). Its series count as written only then: a frame that fails to sync
+        # must not keep a later flush from writing them.
+        synced = self.wal.append([Entry(name, table) for name, table in ordered], _weights(writes))
         durable: Future[None] = Future()
 
         def written(synced: Future[None]) -> None:

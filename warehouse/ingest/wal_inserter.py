@@ -94,8 +94,6 @@ class WalInserter:
         self._appends: list[_Append] = []
         """Frames encoded, waiting for the log's writer (:meth:`_sync_run`), in order."""
         self._syncer: threading.Thread | None = None
-        self._busy = False
-        """A thread is writing and syncing frames (the writer, or :meth:`write`'s caller)."""
         self._stopping = False
         self.replayed = 0
         """Writes acknowledged before this start that :meth:`start` inserted."""
@@ -134,33 +132,14 @@ class WalInserter:
 
     def write(self, entries: list[Entry], tenants: Mapping[str, int] | None = None) -> None:
         """Append a write to the log and wait until it is synced; once this returns it may
-        be acknowledged. As :meth:`append`, waiting; when the log's writer is idle, the
-        caller writes and syncs the frame itself (no trip to that thread)."""
-        append = self._encoded(entries, tenants)
-        if append is None:
-            return
-        with self._appending:
-            self._check_open()
-            inline = not self._appends and not self._busy
-            if inline:
-                self._busy = True  # nothing may be written or synced meanwhile
-            else:
-                self._appends.append(append)
-                self._appending.notify()
-        if inline:
-            try:
-                self._commit([append])
-            finally:
-                with self._appending:
-                    self._busy = False
-                    self._appending.notify()
-        append.done.result()
+        be acknowledged. As :meth:`append`, waiting."""
+        self.append(entries, tenants).result()
 
     def append(
         self, entries: list[Entry], tenants: Mapping[str, int] | None = None
     ) -> Future[None]:
-        """Encode a write's frame (in the caller's thread) and queue it for the log's
-        writer; the future is done once the frame is written and synced (it may then be
+        """Encode a write's frame (in the caller's thread) and queue it for the log; the
+        future is done once the frame is written and synced (it may then be
         acknowledged), or holds why not. Frames are written in the order of the calls.
 
         ``tenants`` weighs whose rows the write holds (tenant -> bytes), to share its
@@ -168,21 +147,11 @@ class WalInserter:
         while the writes not yet in the store pass ``max_pending_bytes`` (the store is
         down or slower than the senders).
         """
-        append = self._encoded(entries, tenants)
-        if append is None:
-            done: Future[None] = Future()
+        entries = [e for e in entries if e.rows.num_rows]
+        done: Future[None] = Future()
+        if not entries:
             done.set_result(None)
             return done
-        with self._appending:
-            self._check_open()
-            self._appends.append(append)
-            self._appending.notify()
-        return append.done
-
-    def _encoded(self, entries: list[Entry], tenants: Mapping[str, int] | None) -> _Append | None:
-        entries = [e for e in entries if e.rows.num_rows]
-        if not entries:
-            return None
         if self.pending_bytes > self.max_pending_bytes:
             reason = f" (the store: {self.last_error})" if self.last_error else ""
             raise BufferFull(
@@ -190,60 +159,53 @@ class WalInserter:
                 f"over wal_max_bytes ({self.max_pending_bytes:,}){reason}; retry later",
                 retry_after=5,
             )
-        return _Append(entries, encode(entries), tenants, Future())
-
-    def _check_open(self) -> None:
-        if self._syncer is None:  # not started, or closed: no thread to write it
-            raise StoreUnavailable("the write-ahead log is not open for writes")
+        payload = encode(entries)
+        with self._appending:
+            if self._syncer is None:  # not started, or closed: no thread to write it
+                raise StoreUnavailable("the write-ahead log is not open for writes")
+            self._appends.append(_Append(entries, payload, tenants, done))
+            self._appending.notify()
+        return done
 
     def _sync_run(self) -> None:
-        """The log's writer: takes every frame queued and commits them (:meth:`_commit`).
-        Frames queued while it syncs wait for the next round."""
+        """The log's writer: takes every frame queued, writes them in order, syncs once,
+        and only then hands them to the inserts and acknowledges them. Frames queued
+        while it syncs wait for the next round, so every write is acknowledged after a
+        sync that began after its frame was written (group commit)."""
         while True:
             with self._appending:
-                while not self._appends or self._busy:
-                    if self._stopping and not self._appends:
-                        return
+                while not self._appends and not self._stopping:
                     self._appending.wait()
-                self._busy = True
+                if not self._appends:
+                    return
                 appends, self._appends = self._appends, []
+            written: list[tuple[Frame, _Append]] = []
+            for append in appends:
+                try:
+                    written.append((self.wal.write(append.entries, append.payload), append))
+                except Exception as exc:  # cut off again; those after it may still go
+                    append.done.set_exception(exc)
+            if not written:
+                continue
             try:
-                self._commit(appends)
-            finally:
-                with self._appending:
-                    self._busy = False
-
-    def _commit(self, appends: list[_Append]) -> None:
-        """Write the frames in order, sync once, and only then hand them to the inserts
-        and acknowledge them (group commit): every write is acknowledged after a sync
-        that began after its frame was written. One caller at a time (``_busy``)."""
-        written: list[tuple[Frame, _Append]] = []
-        for append in appends:
-            try:
-                written.append((self.wal.write(append.entries, append.payload), append))
-            except Exception as exc:  # cut off again; those after it may still go
-                append.done.set_exception(exc)
-        if not written:
-            return
-        try:
-            self.wal.sync()
-        except Exception as exc:  # none of them may be acknowledged (the log stops)
+                self.wal.sync()
+            except Exception as exc:  # none of them may be acknowledged (the log stops)
+                for _, append in written:
+                    append.done.set_exception(exc)
+                continue
+            with self._changed:  # frames join the queue in the order of their numbers
+                for frame, append in written:
+                    self._pending.append(frame)
+                    self.pending_bytes += frame.nbytes
+                    if append.tenants:
+                        shares = _shares(frame.nbytes, append.tenants)
+                        self._frame_tenants[frame.seq] = shares
+                        for tenant, nbytes in shares.items():
+                            self.tenant_bytes[tenant] = self.tenant_bytes.get(tenant, 0) + nbytes
+                if self.pending_bytes >= self.max_batch_bytes:
+                    self._changed.notify_all()
             for _, append in written:
-                append.done.set_exception(exc)
-            return
-        with self._changed:  # frames join the queue in the order of their numbers
-            for frame, append in written:
-                self._pending.append(frame)
-                self.pending_bytes += frame.nbytes
-                if append.tenants:
-                    shares = _shares(frame.nbytes, append.tenants)
-                    self._frame_tenants[frame.seq] = shares
-                    for tenant, nbytes in shares.items():
-                        self.tenant_bytes[tenant] = self.tenant_bytes.get(tenant, 0) + nbytes
-            if self.pending_bytes >= self.max_batch_bytes:
-                self._changed.notify_all()
-        for _, append in written:
-            append.done.set_result(None)
+                append.done.set_result(None)
 
     def tenant_backlog(self, tenant: str) -> int:
         """Bytes of ``tenant``'s writes in the log not yet in the store."""
