@@ -22,7 +22,6 @@ The buffer (waiting plus in flight) has byte bounds, in all and per tenant
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import hashlib
 import logging
@@ -46,7 +45,6 @@ __all__ = [
     "Body",
     "FlushStats",
     "GroupCommitter",
-    "Written",
     "dedup_token",
     "insert_in_order",
     "merge_tables",
@@ -121,23 +119,10 @@ class _Pending:
     body: Body | None = None
     result: Any = None
     tenant: str = ""
-    body_left_out: bool = False
-    """Its body was left to ``Body.decode`` by ``insert_bodies``."""
 
 
-@dataclass(frozen=True)
-class Written:
-    """What ``insert_bodies`` returns when what it wrote is not yet durable (appended to
-    the write-ahead log, not yet synced): the bodies left out, as it would return them,
-    and a future that is done once the rest may be acknowledged, or holds why not."""
-
-    left: Mapping[str, Collection[int]]
-    durable: concurrent.futures.Future[None]
-
-
-InsertBodies = Callable[[Mapping[str, list[bytes]]], Mapping[str, Collection[int]] | Written]
-"""Writes a flush's bodies by group; returns per group the indices of those left out
-(or a :class:`Written`)."""
+InsertBodies = Callable[[Mapping[str, list[bytes]]], Mapping[str, Collection[int]]]
+"""Writes a flush's bodies by group; returns per group the indices of those left out."""
 WriteAhead = Callable[[list[Entry], Mapping[str, int]], None]
 """Appends a flush's tables to the write-ahead log, with the bytes of each tenant's writes."""
 
@@ -283,6 +268,7 @@ class GroupCommitter:
 
         def finished(task: asyncio.Task[None]) -> None:
             flushing.discard(task)
+            slots.release()
 
         while True:
             await self._wakeup.wait()
@@ -292,7 +278,7 @@ class GroupCommitter:
                 await slots.acquire()
                 batch = self._take_batch()
                 self._flushing_writes += len(batch)
-                task = asyncio.create_task(self._flush(batch, _Once(slots.release)))
+                task = asyncio.create_task(self._flush(batch))
                 flushing.add(task)
                 task.add_done_callback(finished)
             if self._closing:
@@ -328,33 +314,21 @@ class GroupCommitter:
             size += pending.nbytes
         return batch
 
-    async def _flush(self, batch: list[_Pending], release: Callable[[], None]) -> None:
-        """Write ``batch`` and answer its writers. ``release`` lets the next flush start:
-        called once this one's work is done and at most a sync of the log it appended to
-        is left to wait for (:class:`Written`), so the next flush's decoding overlaps
-        that sync; its writers are answered only once the sync is done."""
+    async def _flush(self, batch: list[_Pending]) -> None:
         started = time.perf_counter()
         nbytes = sum(p.nbytes for p in batch)
         errors: dict[int, BaseException] = {}
         rows = 0
         try:
             bodies = [(p, p.body) for p in batch if p.body is not None]
-            unsynced = await _flush_bodies(self.insert_bodies, bodies, errors)
+            await _flush_bodies(self.insert_bodies, bodies, errors)
             tables = [p for p in batch if p.tables and id(p) not in errors]
             rows = await _flush_tables(self.store, self.write_ahead, tables, errors)
-            release()
-            if unsynced is not None:
-                durable, written = unsynced
-                try:
-                    await asyncio.wrap_future(durable)
-                except Exception as exc:  # not on disk: none of them is acknowledged
-                    errors.update((id(p), exc) for p in written)
         except Exception as exc:  # a fault of ours, not the data's: every writer hears it
             log.exception("a flush failed")
             for pending in batch:
                 errors.setdefault(id(pending), exc)
         finally:
-            release()
             self.buffer.flushed(nbytes)
             self._flushing_writes -= len(batch)
         for pending in batch:
@@ -381,37 +355,30 @@ async def _flush_bodies(
     insert_bodies: InsertBodies | None,
     batch: list[tuple[_Pending, Body]],
     errors: dict[int, BaseException],
-) -> tuple[concurrent.futures.Future[None], list[_Pending]] | None:
+) -> None:
     """Insert the bodies (each write with its body), every group in one call; those
-    left out become tables. Returns, when ``insert_bodies`` wrote bodies not yet
-    durable (:class:`Written`), the future to wait for and the writes it covers."""
+    left out become tables."""
     if not batch:
-        return None
+        return
     assert insert_bodies is not None  # submit_body takes no body without it
     groups: dict[str, list[tuple[_Pending, Body]]] = {}
     for pending, body in batch:
         groups.setdefault(body.group, []).append((pending, body))
-    unsynced = None
     try:
-        outcome = await asyncio.to_thread(
+        left: Mapping[str, Collection[int]] = await asyncio.to_thread(
             insert_bodies, {g: [body.data for _, body in ms] for g, ms in groups.items()}
         )
     except (StoreUnavailable, BufferFull) as exc:  # nothing to do with the data
         errors.update((id(p), exc) for p, _ in batch)
-        return None
+        return
     except Exception:  # something in the data: each body on its own
-        outcome = {group: range(len(members)) for group, members in groups.items()}
-    left = outcome.left if isinstance(outcome, Written) else outcome
+        left = {group: range(len(members)) for group, members in groups.items()}
     for group, members in groups.items():
         for pending, body in (members[i] for i in left.get(group, ())):
-            pending.body_left_out = True
             try:
                 pending.tables, pending.result = await asyncio.to_thread(body.decode)
             except Exception as exc:
                 errors[id(pending)] = exc
-    if isinstance(outcome, Written):
-        unsynced = outcome.durable, [p for p, _ in batch if not p.body_left_out]
-    return unsynced
 
 
 async def _flush_tables(
@@ -449,20 +416,6 @@ async def _flush_tables(
 
 def _merge(batch: list[_Pending]) -> list[tuple[str, pa.Table]]:
     return merge_tables(p.tables for p in batch)
-
-
-class _Once:
-    """Calls ``call`` the first time it is called, never again."""
-
-    __slots__ = ("call",)
-
-    def __init__(self, call: Callable[[], None]):
-        self.call: Callable[[], None] | None = call
-
-    def __call__(self) -> None:
-        call, self.call = self.call, None
-        if call is not None:
-            call()
 
 
 def merge_tables(writes: Iterable[Mapping[str, pa.Table]]) -> list[tuple[str, pa.Table]]:

@@ -109,7 +109,6 @@ class WriteService:
             insert_bodies=self.v1_flush,
             # With the log a flush only decodes and appends, on the CPU under the GIL:
             # one at a time makes each larger (measured: 1.5x the writes with 4 senders).
-            # The next flush starts once this one has appended, while its frame is synced.
             concurrency=1 if wal is not None else config.flush_concurrency,
             write_ahead=wal.write if wal is not None else None,
             # In multi-tenant mode no tenant's backlog may fill the log for the others.

@@ -4,9 +4,7 @@ The group committer hands a flush's 1.0 bodies over by tenant (``insert_bodies``
 they are parsed in C without the GIL, one pass per tenant (each series made its
 tenant's in multi-tenant mode, its per-request samples pivoted into request parts),
 charged to the new-series budget, and written as one insert per table whatever their
-tenants: to the write-ahead log when there is one (returning once the frame is
-appended: the committer answers its writers once it is synced), else to the store,
-series first.
+tenants: to the write-ahead log when there is one, else to the store, series first.
 A body the C decoder leaves out (anything but float samples, anything the Python
 decoder would refuse, a time outside the store's windows, a write over the limits) is
 decoded alone by the Python path, which says why.
@@ -16,14 +14,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import pyarrow as pa
 
 from warehouse.config import Config
 from warehouse.errors import TooManyNewSeries
 from warehouse.ingest import remote_write
-from warehouse.ingest.batcher import Written, insert_in_order, merge_tables
+from warehouse.ingest.batcher import insert_in_order, merge_tables
 from warehouse.ingest.limits import WriteLimits
 from warehouse.ingest.metric_mapping import MetricMapping
 from warehouse.ingest.remote_write_tables import DecodedWrite
@@ -43,8 +41,6 @@ except ImportError:  # pragma: no cover - built without a C compiler
 
 __all__ = ["NewSeriesBudget", "V1Flush", "available"]
 
-_Write = tuple[str, DecodedWrite, Pivot, pa.Table]
-"""A tenant's part of a flush: (tenant, decoded, pivot, its request parts' table)."""
 Counted = Callable[[str, DecodedWrite, Pivot, float], None]
 """Told what each tenant's bodies wrote, and when: (tenant, decoded, pivot, written at)."""
 
@@ -82,10 +78,8 @@ class V1Flush:
     def close(self) -> None:
         self._inserts.shutdown()
 
-    def __call__(self, groups: Mapping[str, list[bytes]]) -> dict[str, list[int]] | Written:
-        """Write one flush's bodies, by tenant; returns each tenant's bodies left out
-        (with the log, as :class:`~warehouse.ingest.batcher.Written`, with the future of
-        its frame's sync)."""
+    def __call__(self, groups: Mapping[str, list[bytes]]) -> dict[str, list[int]]:
+        """Write one flush's bodies, by tenant; returns each tenant's bodies left out."""
         written_at = time.time()
         # A body with any time outside the narrower window of the two is left to the
         # Python decoder, which keeps what it can and says why it refused the rest.
@@ -95,7 +89,7 @@ class V1Flush:
         earliest = max(w.earliest_ms for w in windows)
         latest = min(w.latest_ms for w in windows)
         left: dict[str, list[int]] = {}
-        writes: list[_Write] = []
+        writes = []
         for tenant, bodies in groups.items():
             spec = c_spec(self.mapping, tenant or None, self.config.request_samples_as_series)
             decoded, pivot, left[tenant] = remote_write.decode_v1_batch(
@@ -122,37 +116,14 @@ class V1Flush:
             [{"series": series}]
             + [{"samples": d.samples, "request_parts": parts} for _, d, _, parts in writes]
         )
-        if self.wal is None:
+        if self.wal is not None:
+            self.wal.write([Entry(name, table) for name, table in ordered], _weights(writes))
+        else:
             insert_in_order(self.store, ordered, self._side_by_side)
-            self._written(series, writes, written_at)
-            return left
-        # With the log, the flush ends at its frame's append: the frame is synced while
-        # the next flush decodes (the committer acknowledges these bodies once `durable`
-        # is done). Its series count as written only then: a frame that fails to sync
-        # must not keep a later flush from writing them.
-        synced = self.wal.append([Entry(name, table) for name, table in ordered], _weights(writes))
-        durable: Future[None] = Future()
-
-        def written(synced: Future[None]) -> None:
-            error = synced.exception()
-            if error is not None:
-                durable.set_exception(error)
-                return
-            try:
-                self._written(series, writes, written_at)
-            except Exception as exc:  # pragma: no cover - counting has nothing to fail on
-                durable.set_exception(exc)
-            else:
-                durable.set_result(None)
-
-        synced.add_done_callback(written)
-        return Written(left, durable)
-
-    def _written(self, series: pa.Table, writes: list[_Write], written_at: float) -> None:
-        """A flush's rows are committed (or synced to the log): remember and count them."""
         self._written_series.remember(series)
         for tenant, decoded, pivot, _ in writes:
             self.counted(tenant, decoded, pivot, written_at)
+        return left
 
     def _side_by_side(self, inserts: list[Callable[[], None]]) -> None:
         """Run the inserts at once; raises the first error once every one has ended."""
@@ -162,7 +133,7 @@ class V1Flush:
             future.result()
 
 
-def _weights(writes: list[_Write]) -> dict[str, int]:
+def _weights(writes: list[tuple[str, DecodedWrite, Pivot, pa.Table]]) -> dict[str, int]:
     """How much of a flush's frame is each tenant's: the bytes of its tables. A flush of
     one tenant's bodies holds nothing else (and a table's ``nbytes`` walks its buffers:
     measured 0.04-0.4 ms a flush)."""

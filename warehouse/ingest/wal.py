@@ -1,12 +1,9 @@
 """The receiver's write-ahead log: writes on the receiver's disk before they reach the store.
 
 A write is appended as one *frame* (its tables, as Arrow IPC streams) and the file is
-synced before the write is acknowledged (:meth:`WriteAheadLog.append`; or
-:meth:`~WriteAheadLog.write` then :meth:`~WriteAheadLog.sync`, which covers every frame
-written before it began, so one sync may acknowledge several);
-:mod:`warehouse.ingest.wal_inserter` then inserts many frames at a time. Frames are
-numbered (``seq``), in the order they are written, and kept in segment files named by
-their first frame's number. ``checkpoint.json`` says which frames are in the
+synced before the write is acknowledged; :mod:`warehouse.ingest.wal_inserter` then
+inserts many frames at a time. Frames are numbered (``seq``) and kept in segment files
+named by their first frame's number. ``checkpoint.json`` says which frames are in the
 store (``applied``) and which batch of frames an insert was under way for (``batch``):
 after a crash that batch is inserted again with the same frames, so its deduplication
 tokens are the same and the store drops what it had already taken.
@@ -56,7 +53,6 @@ __all__ = [
     "WriteAheadLog",
     "check_old_series_ids",
     "check_unlocked",
-    "encode",
     "old_series_id_writes",
     "usable_directory",
 ]
@@ -168,57 +164,31 @@ class WriteAheadLog:
 
     def append(self, entries: list[Entry]) -> Frame:
         """Write a frame and sync it to disk; the write may be acknowledged on return."""
-        payload = encode(entries)
+        payload = _encode(entries)
         with self._lock:
-            frame = self._write(entries, payload)
-            self._sync()
-        return frame
-
-    def write(self, entries: list[Entry], payload: bytes) -> Frame:
-        """Write a frame (``payload``: :func:`encode` of ``entries``) after the last one,
-        numbered after it, without syncing: it may be acknowledged only once a
-        :meth:`sync` that began after this returned has returned. A failed write is cut
-        off again (the log as it was) and raises :class:`StoreUnavailable`."""
-        with self._lock:
-            return self._write(entries, payload)
-
-    def sync(self) -> None:
-        """Sync every frame written so far to disk. A failure stops the log (every later
-        write and sync raises): the kernel may have dropped the pages it could not write,
-        so no frame written since the last sync may be acknowledged."""
-        with self._lock:
-            self._sync()
-
-    def _write(self, entries: list[Entry], payload: bytes) -> Frame:
-        if self._failed is not None:
-            raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}")
-        seq = self._next_seq
-        data = _frame(seq, payload)
-        fd = self._file
-        if fd is None or self._segment_size >= self.segment_bytes:
-            fd = self._roll(seq)
-        try:
-            _write_all(fd, data)
-        except OSError as exc:  # disk full, say: take the partial frame back off
+            if self._failed is not None:
+                raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}")
+            seq = self._next_seq
+            data = _frame(seq, payload)
+            fd = self._file
+            if fd is None or self._segment_size >= self.segment_bytes:
+                fd = self._roll(seq)
             try:
-                os.ftruncate(fd, self._segment_size)
-            except OSError as again:
-                self._failed = f"{self._path()}: {again}"
-            raise StoreUnavailable(f"could not append to the write-ahead log: {exc}") from None
-        self._segment_size += len(data)
-        self._next_seq = seq + 1
+                _write_all(fd, data)
+            except OSError as exc:  # disk full, say: take the partial frame back off
+                try:
+                    os.ftruncate(fd, self._segment_size)
+                except OSError as again:
+                    self._failed = f"{self._path()}: {again}"
+                raise StoreUnavailable(f"could not append to the write-ahead log: {exc}") from None
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                self._failed = f"{self._path()}: sync failed: {exc}"
+                raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}") from None
+            self._segment_size += len(data)
+            self._next_seq = seq + 1
         return Frame(seq, tuple(entries), len(data))
-
-    def _sync(self) -> None:
-        if self._failed is not None:
-            raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}")
-        if self._file is None:
-            return
-        try:
-            os.fdatasync(self._file)
-        except OSError as exc:
-            self._failed = f"{self._path()}: sync failed: {exc}"
-            raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}") from None
 
     def begin(self, first: int, last: int) -> None:
         """Record that frames ``first``..``last`` are being inserted, as one batch."""
@@ -256,9 +226,7 @@ class WriteAheadLog:
     def _roll(self, seq: int) -> int:
         """Close the segment being written and start one at ``seq``; its descriptor."""
         if self._file is not None:
-            self._sync()  # frames written to it since the last sync: a sync covers one file
             os.close(self._file)
-            self._file = None
         path = self.directory / f"{seq:020d}{_SUFFIX}"
         self._file = fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         _sync_directory(self.directory)
@@ -365,8 +333,7 @@ def _take_lock(directory: Path) -> int:
     return fd
 
 
-def encode(entries: list[Entry]) -> bytes:
-    """A frame's payload: the CPU part of an append, done by the caller's thread."""
+def _encode(entries: list[Entry]) -> bytes:
     parts = [struct.pack("<H", len(entries))]
     for entry in entries:
         name, token = entry.table.encode(), (entry.token or "").encode()

@@ -1,13 +1,8 @@
 """Writes acknowledged once in the write-ahead log, inserted into the store in large batches.
 
-With ``wal_dir`` set, the receiver's flushes go to :meth:`WalInserter.append` (or
-:meth:`~WalInserter.write`, which waits) instead of the store: the write's frame is
-encoded by the caller and queued; the log's writer thread writes every frame queued, in
-order, syncs the file once (``fdatasync``) and only then lets their writes be
-acknowledged (group commit). Frames queued while a sync runs wait for the next one, so
-a flush can decode while the last one's frame is synced, and each write is acknowledged
-after a sync that began after its frame was written. A thread of its own takes every
-frame synced, every
+With ``wal_dir`` set, the receiver's flushes go to :meth:`WalInserter.write` instead of
+the store: the write is appended to the log (:mod:`warehouse.ingest.wal`) and synced,
+and the sender gets its 2xx. A thread of its own takes every frame waiting, every
 ``interval`` seconds, and inserts them as one insert per table, so the store makes a
 part a table per interval rather than one per flush (each part is a dozen files; see
 docs/remote-write.md). An insert that fails is retried, the same frames with the same
@@ -23,16 +18,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warehouse.errors import BufferFull, StoreUnavailable
+from warehouse.errors import BufferFull
 from warehouse.ingest.batcher import merge_tables
-from warehouse.ingest.wal import Entry, Frame, WriteAheadLog, encode
+from warehouse.ingest.wal import Entry, Frame, WriteAheadLog
 from warehouse.store.base import Store
 
 __all__ = ["WalInserter"]
@@ -41,16 +34,6 @@ log = logging.getLogger("llmwh.wal")
 
 _RETRY_SECONDS = (0.2, 0.5, 1, 2, 5)
 _JOIN_SECONDS = 5
-
-
-@dataclass(frozen=True)
-class _Append:
-    """A write queued for the log's writer."""
-
-    entries: list[Entry]
-    payload: bytes
-    tenants: Mapping[str, int] | None
-    done: Future[None]
 
 
 class WalInserter:
@@ -90,11 +73,6 @@ class WalInserter:
         self._failures = 0
         """Inserts that failed so far."""
         self._thread: threading.Thread | None = None
-        self._appending = threading.Condition()
-        self._appends: list[_Append] = []
-        """Frames encoded, waiting for the log's writer (:meth:`_sync_run`), in order."""
-        self._syncer: threading.Thread | None = None
-        self._stopping = False
         self.replayed = 0
         """Writes acknowledged before this start that :meth:`start` inserted."""
 
@@ -123,24 +101,10 @@ class WalInserter:
             )
         self._thread = threading.Thread(target=self._run, name="llmwh-wal", daemon=True)
         self._thread.start()
-        with self._appending:
-            self._syncer = threading.Thread(
-                target=self._sync_run, name="llmwh-wal-sync", daemon=True
-            )
-            self._syncer.start()
         return replayed
 
     def write(self, entries: list[Entry], tenants: Mapping[str, int] | None = None) -> None:
-        """Append a write to the log and wait until it is synced; once this returns it may
-        be acknowledged. As :meth:`append`, waiting."""
-        self.append(entries, tenants).result()
-
-    def append(
-        self, entries: list[Entry], tenants: Mapping[str, int] | None = None
-    ) -> Future[None]:
-        """Encode a write's frame (in the caller's thread) and queue it for the log; the
-        future is done once the frame is written and synced (it may then be
-        acknowledged), or holds why not. Frames are written in the order of the calls.
+        """Append a write to the log; once this returns it may be acknowledged.
 
         ``tenants`` weighs whose rows the write holds (tenant -> bytes), to share its
         frame's bytes among them in :attr:`tenant_bytes`. Raises :class:`BufferFull`
@@ -148,10 +112,8 @@ class WalInserter:
         down or slower than the senders).
         """
         entries = [e for e in entries if e.rows.num_rows]
-        done: Future[None] = Future()
         if not entries:
-            done.set_result(None)
-            return done
+            return
         if self.pending_bytes > self.max_pending_bytes:
             reason = f" (the store: {self.last_error})" if self.last_error else ""
             raise BufferFull(
@@ -159,53 +121,16 @@ class WalInserter:
                 f"over wal_max_bytes ({self.max_pending_bytes:,}){reason}; retry later",
                 retry_after=5,
             )
-        payload = encode(entries)
-        with self._appending:
-            if self._syncer is None:  # not started, or closed: no thread to write it
-                raise StoreUnavailable("the write-ahead log is not open for writes")
-            self._appends.append(_Append(entries, payload, tenants, done))
-            self._appending.notify()
-        return done
-
-    def _sync_run(self) -> None:
-        """The log's writer: takes every frame queued, writes them in order, syncs once,
-        and only then hands them to the inserts and acknowledges them. Frames queued
-        while it syncs wait for the next round, so every write is acknowledged after a
-        sync that began after its frame was written (group commit)."""
-        while True:
-            with self._appending:
-                while not self._appends and not self._stopping:
-                    self._appending.wait()
-                if not self._appends:
-                    return
-                appends, self._appends = self._appends, []
-            written: list[tuple[Frame, _Append]] = []
-            for append in appends:
-                try:
-                    written.append((self.wal.write(append.entries, append.payload), append))
-                except Exception as exc:  # cut off again; those after it may still go
-                    append.done.set_exception(exc)
-            if not written:
-                continue
-            try:
-                self.wal.sync()
-            except Exception as exc:  # none of them may be acknowledged (the log stops)
-                for _, append in written:
-                    append.done.set_exception(exc)
-                continue
-            with self._changed:  # frames join the queue in the order of their numbers
-                for frame, append in written:
-                    self._pending.append(frame)
-                    self.pending_bytes += frame.nbytes
-                    if append.tenants:
-                        shares = _shares(frame.nbytes, append.tenants)
-                        self._frame_tenants[frame.seq] = shares
-                        for tenant, nbytes in shares.items():
-                            self.tenant_bytes[tenant] = self.tenant_bytes.get(tenant, 0) + nbytes
-                if self.pending_bytes >= self.max_batch_bytes:
-                    self._changed.notify_all()
-            for _, append in written:
-                append.done.set_result(None)
+        with self._changed:  # frames join the queue in the order of their numbers
+            frame = self.wal.append(entries)
+            self._pending.append(frame)
+            self.pending_bytes += frame.nbytes
+            if tenants:
+                self._frame_tenants[frame.seq] = shares = _shares(frame.nbytes, tenants)
+                for tenant, nbytes in shares.items():
+                    self.tenant_bytes[tenant] = self.tenant_bytes.get(tenant, 0) + nbytes
+            if self.pending_bytes >= self.max_batch_bytes:
+                self._changed.notify_all()
 
     def tenant_backlog(self, tenant: str) -> int:
         """Bytes of ``tenant``'s writes in the log not yet in the store."""
@@ -228,12 +153,6 @@ class WalInserter:
         insert fails), then stop. What was not inserted stays in the log for the next
         start."""
         deadline = time.monotonic() + timeout
-        with self._appending:  # writes queued are written and synced first
-            syncer, self._syncer = self._syncer, None
-            self._stopping = True
-            self._appending.notify()
-        if syncer is not None:
-            syncer.join()
         with self._changed:
             failures = self._failures
             self._changed.notify_all()
