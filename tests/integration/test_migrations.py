@@ -42,6 +42,16 @@ def table_definition(store, table, column):
     return found.column("found")[0].as_py()
 
 
+def column_codecs(store, table):
+    """Each column of ``table`` and its ``CODEC(...)`` ("" for the default)."""
+    found = store.query_arrow(
+        "SELECT name, compression_codec FROM system.columns "
+        "WHERE database = {db:String} AND table = {table:String}",
+        {"db": store.database, "table": table},
+    ).to_pylist()
+    return {c["name"]: c["compression_codec"] for c in found}
+
+
 def test_migrating_from_empty_applies_every_file_in_order(store):
     migrator = Migrator(store)
     assert {s.state for s in migrator.status()} == {"pending"}
@@ -127,12 +137,7 @@ def test_samples_keep_the_codecs_chosen_by_measurement(migrated):
     one lossless, as the store contract's bit-exact test checks."""
     if migrated.capabilities.dialect != "clickhouse":
         pytest.skip("DuckDB chooses its own compression")
-    codecs = migrated.query_arrow(
-        "SELECT name, compression_codec FROM system.columns "
-        "WHERE database = {db:String} AND table = 'samples'",
-        {"db": migrated.database},
-    ).to_pylist()
-    assert {c["name"]: c["compression_codec"] for c in codecs} == {
+    assert column_codecs(migrated, "samples") == {
         "id": "CODEC(ZSTD(1))",
         "timestamp": "CODEC(Delta(8), ZSTD(9))",
         "value": "CODEC(Delta(8), ZSTD(11))",
@@ -146,12 +151,7 @@ def test_requests_keep_the_codecs_chosen_by_measurement(migrated):
     (docs/benchmarks.md, "`requests`"), every one lossless; the rest as 0001 left them."""
     if migrated.capabilities.dialect != "clickhouse":
         pytest.skip("DuckDB chooses its own compression")
-    codecs = migrated.query_arrow(
-        "SELECT name, compression_codec FROM system.columns "
-        "WHERE database = {db:String} AND table = 'requests'",
-        {"db": migrated.database},
-    ).to_pylist()
-    found = {c["name"]: c["compression_codec"] for c in codecs}
+    found = column_codecs(migrated, "requests")
     labels = (
         "model_version", "node", "client_app", "client_os", "network", "ab_group",
         "request_type", "status", "error_class", "finish_reason",
