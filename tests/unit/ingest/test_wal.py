@@ -145,8 +145,15 @@ def test_a_failed_append_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     assert [f.seq for f in opened(tmp_path)[1]] == [1, 2]
 
 
-def as_before_0023(path) -> None:
-    """The checkpoint as an llmwh from before migration 0023 wrote it: no series_ids."""
+def log_from_before_0023(path, writes: int, applied: int = 0) -> None:
+    """A log in ``path`` as an llmwh from before migration 0023 left it: ``writes``
+    writes, the first ``applied`` of them in the store, and a checkpoint without
+    series_ids."""
+    log, _ = opened(path)
+    write(log, writes)
+    if applied:
+        log.applied(applied)
+    log.close()
     checkpoint = path / "checkpoint.json"
     saved = json.loads(checkpoint.read_text())
     assert saved.pop("series_ids") == SERIES_IDS == 2
@@ -154,11 +161,7 @@ def as_before_0023(path) -> None:
 
 
 def test_writes_with_series_ids_from_before_0023_are_refused_naming_what_to_do(tmp_path):
-    log, _ = opened(tmp_path)
-    write(log, 3)
-    log.applied(1)
-    log.close()
-    as_before_0023(tmp_path)
+    log_from_before_0023(tmp_path, writes=3, applied=1)
     assert old_series_id_writes(tmp_path) == 2
     with pytest.raises(ConfigError, match=r"holds 2 write.*before migration 0023"):
         opened(tmp_path)
@@ -170,11 +173,7 @@ def test_writes_with_series_ids_from_before_0023_are_refused_naming_what_to_do(t
 
 
 def test_a_log_from_before_0023_with_nothing_left_to_insert_is_taken_over(tmp_path):
-    log, _ = opened(tmp_path)
-    write(log, 2)
-    log.applied(2)
-    log.close()
-    as_before_0023(tmp_path)
+    log_from_before_0023(tmp_path, writes=2, applied=2)
     assert old_series_id_writes(tmp_path) == 0
     again, frames = opened(tmp_path)
     assert frames == []
@@ -183,11 +182,10 @@ def test_a_log_from_before_0023_with_nothing_left_to_insert_is_taken_over(tmp_pa
 
 
 def test_serve_refuses_such_a_log_before_it_migrates_anything(tmp_path):
-    for log_dir in (tmp_path / "wal", tmp_path / "wal" / "1"):  # a worker's log too
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log, _ = opened(log_dir)
-        write(log, 1)
-        log.close()
-    as_before_0023(tmp_path / "wal" / "1")
+    (tmp_path / "wal" / "1").mkdir(parents=True)
+    log, _ = opened(tmp_path / "wal")
+    write(log, 1)
+    log.close()
+    log_from_before_0023(tmp_path / "wal" / "1", writes=1)  # a worker's log
     with pytest.raises(ConfigError, match=r"wal/1 holds 1 write"):
         preflight(Config(data_dir=str(tmp_path)))
