@@ -1,9 +1,9 @@
 /*
  * Remote write 1.0 in C: prometheus.WriteRequests of float samples, as columns.
  *
- * columns(bodies, min_timestamp, limits, requests, max_timestamp) parses decompressed
- * WriteRequests, each on its
- * own, in one pass without the GIL, into one set of the columns
+ * columns(bodies, min_timestamp, limits, requests, max_timestamp, tenant, known) parses
+ * decompressed WriteRequests, each on its own, in one pass without the GIL, into one set
+ * of the columns
  * warehouse.ingest.remote_write_tables builds its tables from: every series' labels
  * checked, sorted by name and hashed into its id. A body this fast path does not take
  * is left out whole and its index returned, for the Python decoder to decode alone:
@@ -32,15 +32,25 @@
  * Python reference of the
  * pivot is warehouse/ingest/request_pivot.py; both must give the same rows.
  *
+ * Series already written. Given a KnownSeries (_known_series.h), a series whose label
+ * fields an earlier call wrote is mapped from those bytes to its id without reading a
+ * label, and gets a row only when its samples reach past what the rows written cover;
+ * the caller files the rows once committed (KnownSeries.remember). Without one, every
+ * series gets a row.
+ *
  * Returns (columns, refused, parts): refused lists the indices of the bodies left out,
  * parts is None without a spec (see parts_result for its layout), and columns is,
  * every column as bytes in native byte order:
- *   (n_series, ids[16 n], metric_offsets i32[n+1], metric_data,
- *    label_offsets i32[n+1], name_offsets i32[L+1], name_data,
+ *   (n_series, ids[16 n], metric_offsets i32[R+1], metric_data,
+ *    label_offsets i32[R+1], name_offsets i32[L+1], name_data,
  *    value_offsets i32[L+1], value_data,
- *    sample_owner i64[S], sample_timestamps i64[S], sample_values f64[S])
- * where label_offsets[i]..label_offsets[i+1] are series i's labels (without
- * __name__) and sample_owner is each sample's series index.
+ *    sample_owner i64[S], sample_timestamps i64[S], sample_values f64[S],
+ *    row_series i64[R], row_min i64[R], row_max i64[R], key_offsets i32[R+1], key_data)
+ * where R rows are the series that get a `series` row: row r is series row_series[r],
+ * with metric metric_offsets[r].., labels label_offsets[r]..label_offsets[r+1] (without
+ * __name__), its samples' time range row_min..row_max (empty, min above max, when it
+ * has none), and the key to file it under (empty: not filed); sample_owner is each
+ * sample's series index.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -318,7 +328,9 @@ static void seen_clear(Seen *t) {
     t->count = 0;
 }
 
-enum { OK = 0, FALLBACK = 1, NO_MEMORY = 2 };
+enum { OK = 0, FALLBACK = 1, NO_MEMORY = 2, MISUSED = 3 };
+
+#include "_known_series.h"
 
 /* ---- per-request parts ----------------------------------------------------------------
  *
@@ -606,9 +618,24 @@ typedef struct {
     size_t name_len, value_len;
 } Label;
 
+/* What the decoder keeps of each series while it reads a call's bodies. */
+typedef struct {
+    const KnownEntry *known; /* its entry in the known series, or NULL: a row is written */
+    const uint8_t *fields;   /* its label fields, for a known series' row written late */
+    size_t length;
+} SeriesState;
+
 typedef struct {
     Buf ids, metric_offsets, metric_data, label_offsets, name_offsets, name_data,
         value_offsets, value_data, owners, timestamps, values;
+    /* Rows: the series whose `series` row this call writes, in the order of the row
+       columns above (metric and labels); their time ranges (filled at the end); and the
+       key remember() files each under (empty: never filed). */
+    Buf row_series, row_min, row_max, key_offsets, key_data;
+    Buf states; /* a SeriesState per series */
+    const KnownSeries *known; /* NULL: every series gets a row */
+    Buf scope;                /* the known series' scope of this call: its tenant */
+    uint64_t scope_hash;
     Buf labels; /* scratch: the current series' Label array */
     Buf raw;    /* scratch: the current series' label fields, as (start, length) slices */
     Buf key;    /* scratch: the current series' key */
@@ -784,6 +811,109 @@ static int put_label(Out *o, const Label *l) {
     return OK;
 }
 
+/* The label fields between fields and end (a known series' fields) into o->raw. */
+static int label_slices(Out *o, const uint8_t *p, const uint8_t *end) {
+    o->raw.len = 0;
+    while (p < end) {
+        uint64_t key;
+        const uint8_t *s;
+        size_t n;
+        if (read_tag(&p, end, &key) || key != (1 << 3 | 2) || read_bytes(&p, end, &s, &n))
+            return MISUSED;
+        const uint8_t *slice[2] = {s, s + n};
+        if (buf_put(&o->raw, slice, sizeof slice)) return NO_MEMORY;
+    }
+    return OK;
+}
+
+/* The labels of the series whose label fields o->raw holds: checked (FALLBACK: the Python
+   decoder says why), empty values dropped, sorted by name, into o->labels; *metric is
+   its __name__. */
+static int read_labels(Out *o, size_t *count_out, const Label **metric_out) {
+    o->labels.len = 0;
+    const uint8_t **slices = (const uint8_t **)o->raw.data;
+    for (size_t k = 0; k < o->raw.len / (2 * sizeof *slices); k++) {
+        Label label;
+        int status = parse_label(slices[2 * k], slices[2 * k + 1], &label);
+        if (status) return status;
+        if (label.value_len == 0) continue; /* an empty value is an absent label */
+        if (label.name_len == 0) return FALLBACK;
+        if ((o->max_name_len && label.name_len > o->max_name_len) ||
+            (o->max_value_len && label.value_len > o->max_value_len))
+            return FALLBACK; /* over a limit: Python says which */
+        if (buf_put(&o->labels, &label, sizeof label)) return NO_MEMORY;
+    }
+
+    Label *labels = (Label *)o->labels.data;
+    size_t count = o->labels.len / sizeof(Label);
+    if (o->max_labels && count > o->max_labels) return FALLBACK;
+    /* Senders sort labels already; check before sorting. */
+    int sorted = 1;
+    for (size_t i = 1; i < count && sorted; i++) sorted = compare_names(&labels[i - 1], &labels[i]) < 0;
+    if (!sorted) {
+        qsort(labels, count, sizeof(Label), compare_labels);
+        for (size_t i = 1; i < count; i++)
+            if (compare_names(&labels[i - 1], &labels[i]) == 0) return FALLBACK;
+    }
+    const Label *metric = NULL;
+    for (size_t i = 0; i < count; i++)
+        if (labels[i].name_len == 8 && memcmp(labels[i].name, "__name__", 8) == 0) metric = &labels[i];
+    if (!metric) return FALLBACK;
+    *count_out = count;
+    *metric_out = metric;
+    return OK;
+}
+
+/* A series' row: its metric and labels (o->labels) into the row columns, as series
+   `index`, filed under its label fields (length 0: not filed); its id into id. */
+static int put_row(Out *o, size_t count, const Label *metric, int64_t index,
+                   const uint8_t *fields, size_t length, uint8_t id[16]) {
+    const Label *labels = (const Label *)o->labels.data;
+    o->key.len = o->target.len = 0;
+    if (put_key_part(&o->key, metric->value, metric->value_len)) return NO_MEMORY;
+    if (buf_put(&o->metric_data, metric->value, metric->value_len) ||
+        buf_i32(&o->metric_offsets, (int32_t)o->metric_data.len))
+        return NO_MEMORY;
+    const Label *tenant = o->has_series_tenant ? &o->series_tenant : NULL;
+    for (size_t i = 0; i <= count; i++) {
+        const Label *l = i < count ? &labels[i] : NULL;
+        if (tenant && (!l || compare_names(l, tenant) > 0)) { /* its place among the sorted */
+            if (put_label(o, tenant)) return NO_MEMORY;
+            tenant = NULL;
+        }
+        if (!l) break;
+        if (l == metric || (o->has_series_tenant && compare_names(l, &o->series_tenant) == 0))
+            continue;
+        if (put_label(o, l)) return NO_MEMORY;
+    }
+    if (buf_i32(&o->label_offsets, (int32_t)o->n_labels)) return NO_MEMORY;
+
+    uint8_t digest[16];
+    const char *target = o->target.len ? o->target.data : "";
+    if (!o->last_target.data || o->last_target.len != o->target.len ||
+        memcmp(o->last_target.data, target, o->target.len) != 0) {
+        md5((const uint8_t *)target, o->target.len, digest);
+        memcpy(o->last_target_hash, digest, 8);
+        o->last_target.len = 0;
+        if (buf_put(&o->last_target, target, o->target.len) ||
+            buf_reserve(&o->last_target, 1)) /* allocated even when empty */
+            return NO_MEMORY;
+    }
+    md5((const uint8_t *)o->key.data, o->key.len, digest);
+    for (int i = 0; i < 8; i++) {
+        id[i] = digest[7 - i];
+        id[8 + i] = o->last_target_hash[7 - i];
+    }
+    /* Key offsets are 32-bit: past that, rows go unfiled (written again next time). */
+    if (!o->known || o->key_data.len + o->scope.len + length > INT32_MAX) length = 0;
+    if (length && (buf_put(&o->key_data, o->scope.data, o->scope.len) ||
+                   buf_put(&o->key_data, fields, length)))
+        return NO_MEMORY;
+    if (buf_i64(&o->row_series, index) || buf_i32(&o->key_offsets, (int32_t)o->key_data.len))
+        return NO_MEMORY;
+    return OK;
+}
+
 static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timestamp,
                         int64_t max_timestamp, Out *o) {
     int64_t index = o->n_series;
@@ -826,54 +956,45 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
     /* The same label fields as a series before it in this call: its samples are that
        series' samples. */
     size_t samples = o->owners.len / 8 - first_sample;
+    size_t length = fields ? (size_t)(fields_end - fields) : 0;
     SeenEntry *seen = NULL;
     uint64_t hash = 0;
     if (together && fields && samples) {
         if (o->seen.count * 2 >= (o->seen.slots ? o->seen.mask + 1 : 0) && seen_grow(&o->seen))
             return NO_MEMORY;
-        hash = hash_bytes(fields, (size_t)(fields_end - fields));
-        seen = seen_slot(&o->seen, hash, fields, (size_t)(fields_end - fields));
+        hash = hash_bytes(fields, length);
+        seen = seen_slot(&o->seen, hash, fields, length);
         if (seen->length) { /* only plain series are remembered */
             int64_t *owners = (int64_t *)o->owners.data + first_sample;
             for (size_t k = 0; k < samples; k++) owners[k] = seen->series;
             return OK;
         }
+        /* The same label fields as a series an earlier call wrote: its id, no labels read
+           (whether it needs a row again is known once every body is read). */
+        const KnownEntry *known =
+            o->known ? known_find(o->known, known_hash(o->known, hash, o->scope_hash),
+                                  (const uint8_t *)o->scope.data, o->scope.len, fields, length)
+                     : NULL;
+        if (known) {
+            SeriesState state = {known, fields, length};
+            if (buf_put(&o->ids, known->id, 16) || buf_put(&o->states, &state, sizeof state))
+                return NO_MEMORY;
+            *seen = (SeenEntry){hash, fields, length, index};
+            o->seen.count++;
+            o->n_series++;
+            return OK;
+        }
     }
 
-    o->labels.len = 0;
-    const uint8_t **slices = (const uint8_t **)o->raw.data;
-    for (size_t k = 0; k < o->raw.len / (2 * sizeof *slices); k++) {
-        Label label;
-        int status = parse_label(slices[2 * k], slices[2 * k + 1], &label);
-        if (status) return status;
-        if (label.value_len == 0) continue; /* an empty value is an absent label */
-        if (label.name_len == 0) return FALLBACK;
-        if ((o->max_name_len && label.name_len > o->max_name_len) ||
-            (o->max_value_len && label.value_len > o->max_value_len))
-            return FALLBACK; /* over a limit: Python says which */
-        if (buf_put(&o->labels, &label, sizeof label)) return NO_MEMORY;
-    }
-
-    Label *labels = (Label *)o->labels.data;
-    size_t count = o->labels.len / sizeof(Label);
-    if (o->max_labels && count > o->max_labels) return FALLBACK;
-    /* Senders sort labels already; check before sorting. */
-    int sorted = 1;
-    for (size_t i = 1; i < count && sorted; i++) sorted = compare_names(&labels[i - 1], &labels[i]) < 0;
-    if (!sorted) {
-        qsort(labels, count, sizeof(Label), compare_labels);
-        for (size_t i = 1; i < count; i++)
-            if (compare_names(&labels[i - 1], &labels[i]) == 0) return FALLBACK;
-    }
-    const Label *metric = NULL;
-    for (size_t i = 0; i < count; i++)
-        if (labels[i].name_len == 8 && memcmp(labels[i].name, "__name__", 8) == 0) metric = &labels[i];
-    if (!metric) return FALLBACK;
-
+    size_t count;
+    const Label *metric;
+    int status = read_labels(o, &count, &metric);
+    if (status) return status;
     if (o->spec) {
         int which = mapped_metric(o->spec, metric);
         if (which >= 0) {
-            int taken = take_parts(o, labels, count, metric, which, first_sample, samples);
+            int taken = take_parts(o, (const Label *)o->labels.data, count, metric, which,
+                                   first_sample, samples);
             if (taken < 0) return NO_MEMORY;
             if (taken && !o->spec->keep_series) { /* a part, not a series */
                 o->owners.len = o->timestamps.len = o->values.len = first_sample * 8;
@@ -882,48 +1003,60 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
             if (taken) seen = NULL; /* kept as a series too, but never remembered */
         }
     }
-    o->key.len = o->target.len = 0;
-    if (put_key_part(&o->key, metric->value, metric->value_len)) return NO_MEMORY;
-    if (buf_put(&o->metric_data, metric->value, metric->value_len) ||
-        buf_i32(&o->metric_offsets, (int32_t)o->metric_data.len))
+    uint8_t id[16];
+    SeriesState state = {NULL, fields, length};
+    if (put_row(o, count, metric, index, fields, seen ? length : 0, id) ||
+        buf_put(&o->ids, id, 16) || buf_put(&o->states, &state, sizeof state))
         return NO_MEMORY;
-    const Label *tenant = o->has_series_tenant ? &o->series_tenant : NULL;
-    for (size_t i = 0; i <= count; i++) {
-        const Label *l = i < count ? &labels[i] : NULL;
-        if (tenant && (!l || compare_names(l, tenant) > 0)) { /* its place among the sorted */
-            if (put_label(o, tenant)) return NO_MEMORY;
-            tenant = NULL;
-        }
-        if (!l) break;
-        if (l == metric || (o->has_series_tenant && compare_names(l, &o->series_tenant) == 0))
-            continue;
-        if (put_label(o, l)) return NO_MEMORY;
-    }
-    if (buf_i32(&o->label_offsets, (int32_t)o->n_labels)) return NO_MEMORY;
-
-    uint8_t digest[16], id[16];
-    const char *target = o->target.len ? o->target.data : "";
-    if (!o->last_target.data || o->last_target.len != o->target.len ||
-        memcmp(o->last_target.data, target, o->target.len) != 0) {
-        md5((const uint8_t *)target, o->target.len, digest);
-        memcpy(o->last_target_hash, digest, 8);
-        o->last_target.len = 0;
-        if (buf_put(&o->last_target, target, o->target.len) ||
-            buf_reserve(&o->last_target, 1)) /* allocated even when empty */
-            return NO_MEMORY;
-    }
-    md5((const uint8_t *)o->key.data, o->key.len, digest);
-    for (int i = 0; i < 8; i++) {
-        id[i] = digest[7 - i];
-        id[8 + i] = o->last_target_hash[7 - i];
-    }
-    if (buf_put(&o->ids, id, 16)) return NO_MEMORY;
     if (seen) {
-        *seen = (SeenEntry){hash, fields, (size_t)(fields_end - fields), index};
+        *seen = (SeenEntry){hash, fields, length, index};
         o->seen.count++;
     }
     o->n_series++;
     return OK;
+}
+
+/* Once every body is read: a row for each known series whose samples reach past what
+   its rows written cover, then every row's time range (its series' samples; none: the
+   range is empty, min above max). */
+static int finish_rows(Out *o) {
+    size_t n = (size_t)o->n_series;
+    Buf lo = {0}, hi = {0};
+    int status = NO_MEMORY;
+    if (buf_reserve(&lo, 8 * n + 8) || buf_reserve(&hi, 8 * n + 8)) goto done;
+    int64_t *low = (int64_t *)lo.data, *high = (int64_t *)hi.data;
+    for (size_t s = 0; s < n; s++) low[s] = INT64_MAX, high[s] = INT64_MIN;
+    const int64_t *owners = (const int64_t *)o->owners.data;
+    const int64_t *timestamps = (const int64_t *)o->timestamps.data;
+    for (size_t k = 0; k < o->owners.len / 8; k++) {
+        int64_t s = owners[k], t = timestamps[k];
+        if (t < low[s]) low[s] = t;
+        if (t > high[s]) high[s] = t;
+    }
+    const SeriesState *states = (const SeriesState *)o->states.data;
+    for (size_t s = 0; s < n; s++) {
+        const SeriesState *st = &states[s];
+        if (!st->known || low[s] > high[s] || known_covers(o->known, st->known, low[s], high[s]))
+            continue;
+        size_t count;
+        const Label *metric;
+        uint8_t id[16];
+        status = label_slices(o, st->fields, st->fields + st->length);
+        if (!status) status = read_labels(o, &count, &metric);
+        if (status == FALLBACK) status = MISUSED; /* refused now, taken when filed */
+        if (!status) status = put_row(o, count, metric, (int64_t)s, st->fields, st->length, id);
+        if (!status && memcmp(id, st->known->id, 16) != 0) status = MISUSED;
+        if (status) goto done;
+    }
+    const int64_t *rows = (const int64_t *)o->row_series.data;
+    status = NO_MEMORY;
+    for (size_t r = 0; r < o->row_series.len / 8; r++)
+        if (buf_i64(&o->row_min, low[rows[r]]) || buf_i64(&o->row_max, high[rows[r]])) goto done;
+    status = OK;
+done:
+    free(lo.data);
+    free(hi.data);
+    return status;
 }
 
 static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_timestamp,
@@ -951,14 +1084,27 @@ static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_times
 
 /* ---- the module ---------------------------------------------------------------------- */
 
-#define N_OUTPUTS 11
+#define N_OUTPUTS 16
+#define N_ROLLED_BACK 15
 
 /* The output buffers, in the order of the returned tuple (after n_series). */
 static void outputs(Out *o, Buf *list[N_OUTPUTS]) {
     Buf *all[N_OUTPUTS] = {&o->ids,           &o->metric_offsets, &o->metric_data,
                            &o->label_offsets, &o->name_offsets,   &o->name_data,
                            &o->value_offsets, &o->value_data,     &o->owners,
-                           &o->timestamps,    &o->values};
+                           &o->timestamps,    &o->values,         &o->row_series,
+                           &o->row_min,       &o->row_max,        &o->key_offsets,
+                           &o->key_data};
+    memcpy(list, all, sizeof all);
+}
+
+/* The buffers a body adds to, which a body left out must leave as they were. */
+static void rolled_back(Out *o, Buf *list[N_ROLLED_BACK]) {
+    Buf *all[N_ROLLED_BACK] = {&o->ids,         &o->metric_offsets, &o->metric_data,
+                               &o->label_offsets, &o->name_offsets, &o->name_data,
+                               &o->value_offsets, &o->value_data,   &o->owners,
+                               &o->timestamps,  &o->values,         &o->row_series,
+                               &o->key_offsets, &o->key_data,       &o->states};
     memcpy(list, all, sizeof all);
 }
 
@@ -966,6 +1112,8 @@ static void out_free(Out *o) {
     Buf *list[N_OUTPUTS];
     outputs(o, list);
     for (int i = 0; i < N_OUTPUTS; i++) free(list[i]->data);
+    free(o->states.data);
+    free(o->scope.data);
     free(o->labels.data);
     free(o->raw.data);
     free(o->key.data);
@@ -1099,13 +1247,20 @@ typedef struct {
 
 static PyObject *columns(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *sequence, *requests = Py_None, *series_tenant = Py_None;
+    PyObject *sequence, *requests = Py_None, *series_tenant = Py_None, *known = Py_None;
     long long min_timestamp, max_timestamp = INT64_MAX;
     unsigned long long limits[4] = {0, 0, 0, 0};
-    if (!PyArg_ParseTuple(args, "OL|(KKKK)OLO", &sequence, &min_timestamp, &limits[0],
+    if (!PyArg_ParseTuple(args, "OL|(KKKK)OLOO", &sequence, &min_timestamp, &limits[0],
                           &limits[1], &limits[2], &limits[3], &requests, &max_timestamp,
-                          &series_tenant))
+                          &series_tenant, &known))
         return NULL;
+    if (known != Py_None) {
+        if (!PyObject_TypeCheck(known, &KnownSeriesType)) {
+            PyErr_SetString(PyExc_TypeError, "known must be a KnownSeries or None");
+            return NULL;
+        }
+        if (known_ready((KnownSeries *)known)) return NULL;
+    }
     Slice tenant_value = {NULL, 0};
     if (series_tenant != Py_None && as_slice(series_tenant, &tenant_value)) return NULL;
     Spec spec;
@@ -1136,10 +1291,17 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         o.series_tenant = (Label){(const uint8_t *)"__tenant__", tenant_value.s, 10, tenant_value.n};
         o.has_series_tenant = 1;
     }
-    if (!bodies || !refused) {
+    /* The scope of known series: what else goes into an id (the tenant), so that equal
+       label fields of two tenants are two series (see known_scope_length). */
+    uint32_t scope_head = o.has_series_tenant ? (uint32_t)tenant_value.n : UINT32_MAX;
+    if (!bodies || !refused || tenant_value.n >= UINT32_MAX ||
+        buf_put(&o.scope, &scope_head, 4) ||
+        (o.has_series_tenant && buf_put(&o.scope, tenant_value.s, tenant_value.n))) {
         PyErr_NoMemory();
         goto done;
     }
+    o.scope_hash = hash_bytes((const uint8_t *)o.scope.data, o.scope.len);
+    if (known != Py_None) o.known = (const KnownSeries *)known;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fast, i), &bodies[i].view, PyBUF_SIMPLE))
             goto done;
@@ -1148,10 +1310,12 @@ static PyObject *columns(PyObject *self, PyObject *args) {
 
     int status = OK;
     Py_BEGIN_ALLOW_THREADS
-    Buf *list[N_OUTPUTS];
-    outputs(&o, list);
+    if (o.known) pthread_rwlock_rdlock((pthread_rwlock_t *)&o.known->lock);
+    Buf *list[N_ROLLED_BACK];
+    rolled_back(&o, list);
     if (buf_i32(&o.metric_offsets, 0) || buf_i32(&o.label_offsets, 0) ||
-        buf_i32(&o.name_offsets, 0) || buf_i32(&o.value_offsets, 0))
+        buf_i32(&o.name_offsets, 0) || buf_i32(&o.value_offsets, 0) ||
+        buf_i32(&o.key_offsets, 0))
         status = NO_MEMORY;
     size_t total = 0;
     for (Py_ssize_t i = 0; i < count && status != NO_MEMORY; i++) {
@@ -1162,14 +1326,14 @@ static PyObject *columns(PyObject *self, PyObject *args) {
             continue;
         }
         /* A body the fast path does not take leaves nothing behind. */
-        size_t lengths[N_OUTPUTS];
-        for (int k = 0; k < N_OUTPUTS; k++) lengths[k] = list[k]->len;
+        size_t lengths[N_ROLLED_BACK];
+        for (int k = 0; k < N_ROLLED_BACK; k++) lengths[k] = list[k]->len;
         int64_t n_series = o.n_series, n_labels = o.n_labels;
         size_t seen = o.seen.count;
         status = parse_request(start, start + bodies[i].view.len, (int64_t)min_timestamp,
                                (int64_t)max_timestamp, &o);
         if (status == FALLBACK) {
-            for (int k = 0; k < N_OUTPUTS; k++) list[k]->len = lengths[k];
+            for (int k = 0; k < N_ROLLED_BACK; k++) list[k]->len = lengths[k];
             o.n_series = n_series;
             o.n_labels = n_labels;
             if (o.seen.count != seen) seen_clear(&o.seen); /* it names series rolled back */
@@ -1180,10 +1344,18 @@ static PyObject *columns(PyObject *self, PyObject *args) {
             status = apply_parts(&o.pivot, &o.scratch, o.spec);
         }
     }
+    if (status == OK) status = finish_rows(&o);
+    if (o.known) pthread_rwlock_unlock((pthread_rwlock_t *)&o.known->lock);
     if (status == OK && o.spec) status = pivot_columns(&o.pivot, &part_columns);
     Py_END_ALLOW_THREADS
     if (status == NO_MEMORY) {
         PyErr_NoMemory();
+        goto done;
+    }
+    if (status == MISUSED) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "a known series' label fields decode otherwise than when they were "
+                        "filed: one KnownSeries serves one set of limits and spec");
         goto done;
     }
     PyObject *left = PyList_New(0);
@@ -1208,8 +1380,8 @@ static PyObject *columns(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    Buf *list[N_OUTPUTS];
-    outputs(&o, list);
+    Buf *out_list[N_OUTPUTS];
+    outputs(&o, out_list);
     PyObject *items = PyTuple_New(1 + N_OUTPUTS);
     if (!items) {
         Py_DECREF(left);
@@ -1217,7 +1389,7 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         goto done;
     }
     PyTuple_SET_ITEM(items, 0, PyLong_FromLongLong(o.n_series));
-    for (int k = 0; k < N_OUTPUTS; k++) PyTuple_SET_ITEM(items, 1 + k, bytes_of(list[k]));
+    for (int k = 0; k < N_OUTPUTS; k++) PyTuple_SET_ITEM(items, 1 + k, bytes_of(out_list[k]));
     for (int k = 0; k <= N_OUTPUTS; k++) {
         if (!PyTuple_GET_ITEM(items, k)) {
             Py_DECREF(items);
@@ -1244,7 +1416,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS,
-     "columns(bodies, min_timestamp, limits=(0, 0, 0, 0), requests=None, max_timestamp=2**63-1)\n"
+     "columns(bodies, min_timestamp, limits=(0, 0, 0, 0), requests=None, max_timestamp=2**63-1,"
+     " tenant=None, known=None)\n"
      "    -> (columns, refused, parts)\n\n"
      "Decompressed prometheus.WriteRequest bodies of float samples as one set of columns, "
      "the indices of the bodies left to the Python decoder (they add nothing), and with "
@@ -1257,4 +1430,13 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__v1_fast(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__v1_fast(void) {
+    if (PyType_Ready(&KnownSeriesType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "KnownSeries", (PyObject *)&KnownSeriesType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -63,6 +63,9 @@ try:  # the C decoder of the common 1.0 write (see hatch_build.py); optional
     import warehouse.ingest._v1_fast as _v1_fast
 except ImportError:  # pragma: no cover - built without a C compiler
     _v1_fast = None
+
+if TYPE_CHECKING:
+    from warehouse.ingest._v1_fast import KnownSeries
 
 FAST_V1 = _v1_fast is not None
 """Whether the C decoder of remote write 1.0 is built (:func:`decode_v1_batch` needs it)."""
@@ -140,6 +143,7 @@ def decode_v1_batch(
     requests: None = None,
     max_timestamp: int = ...,
     tenant: str | None = None,
+    known: KnownSeries | None = None,
 ) -> tuple[DecodedWrite, None, list[int]]: ...
 
 
@@ -151,6 +155,7 @@ def decode_v1_batch(
     requests: CSpec,
     max_timestamp: int = ...,
     tenant: str | None = None,
+    known: KnownSeries | None = None,
 ) -> tuple[DecodedWrite, Pivot, list[int]]: ...
 
 
@@ -161,6 +166,7 @@ def decode_v1_batch(
     requests: CSpec | None = None,
     max_timestamp: int = 2**63 - 1,
     tenant: str | None = None,
+    known: KnownSeries | None = None,
 ) -> tuple[DecodedWrite, Pivot | None, list[int]]:
     """Decode many 1.0 bodies in C as one write; its request parts; the bodies left out.
 
@@ -173,12 +179,21 @@ def decode_v1_batch(
     per-request samples are pivoted into a :class:`~warehouse.ingest.request_pivot.Pivot`
     as :func:`~warehouse.ingest.request_pivot.split_requests` would. With ``tenant``,
     every series is that tenant's, as :func:`~warehouse.ingest.remote_write_tables.with_tenant`
-    makes it (in C, as each series is hashed). Needs the C decoder (:data:`FAST_V1`).
+    makes it (in C, as each series is hashed). With ``known`` (a
+    :class:`~warehouse.ingest.series_cache.WrittenSeries`' table), series it holds are not
+    read again and the ``series`` table holds only the rows still to write. Needs the C
+    decoder (:data:`FAST_V1`).
     """
     if _v1_fast is None:
         raise NotBuilt("the C decoder of remote write 1.0 is not built")
     columns, left_out, parts = _v1_fast.columns(
-        bodies, min_timestamp, limits, requests, max_timestamp, tenant.encode() if tenant else None
+        bodies,
+        min_timestamp,
+        limits,
+        requests,
+        max_timestamp,
+        tenant.encode() if tenant else None,
+        known,
     )
     decoded = from_columns(columns)
     if parts is None:

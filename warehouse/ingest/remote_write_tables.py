@@ -200,7 +200,8 @@ class DecodedWrite:
     """
 
     series: pa.Table
-    """``series``: one row per distinct series of the write."""
+    """``series``: one row per distinct series of the write (from the C decoder given a
+    :class:`~warehouse.ingest.series_cache.WrittenSeries`, only the rows not yet written)."""
     samples: pa.Table
     """``samples``: float samples."""
     histograms: pa.Table
@@ -215,6 +216,16 @@ class DecodedWrite:
     starts: pa.Table = dataclass_field(default_factory=STARTS_SCHEMA.empty_table)
     """``sample_starts``: each distinct (series, start timestamp) of the float samples
     (2.0 only; a start timestamp changes only when a counter resets)."""
+    series_seen: int | None = None
+    """The series of the write, when ``series`` holds only the rows it still has to write
+    (the C decoder's, given a :class:`~warehouse.ingest.series_cache.WrittenSeries`)."""
+    filing: tuple[bytes, ...] = ()
+    """The C decoder's rows to file once committed (``WrittenSeries.remember``)."""
+
+    @property
+    def series_count(self) -> int:
+        """How many series the write holds."""
+        return self.series.num_rows if self.series_seen is None else self.series_seen
 
     @property
     def nbytes(self) -> int:
@@ -423,35 +434,60 @@ def assemble(p: Parsed) -> DecodedWrite:
     return _tables(p, _ids(metric, keys, vals, offsets), metric, label_maps)
 
 
-_V1Columns = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
-"""The first item the C decoder returns: the series, then its 11 buffers."""
+_V1Columns = tuple[Any, ...]
+"""The first item the C decoder returns: the number of series, then its 16 buffers."""
+
+_FILING = slice(12, 17)
+"""Of the C decoder's buffers, those ``KnownSeries.remember`` takes after the series ids:
+the rows' series, time ranges and keys."""
 
 
 def from_columns(columns: _V1Columns) -> DecodedWrite:
     """The tables of a write the C decoder read: checked, sorted and hashed already.
 
     ``columns`` is what ``warehouse.ingest._v1_fast.columns`` returns (see its source).
+    Its ``series`` table holds the rows the decoder gave (without a known-series table,
+    every series of the write).
     """
     (n, ids, metric_offsets, metric_data, label_offsets, name_offsets, name_data,
-     value_offsets, value_data, owner, timestamps, values) = columns  # fmt: skip
-    metric = string_array(n, metric_offsets, metric_data)
-    label_maps = label_map_array(
-        n, label_offsets, name_offsets, name_data, value_offsets, value_data
+     value_offsets, value_data, owner, timestamps, values, row_series, row_min, row_max,
+     *_) = columns  # fmt: skip
+    all_ids = np.frombuffer(ids, np.uint8).reshape(-1, 16)
+    rows = np.frombuffer(row_series, np.int64)
+    samples = pa.table(
+        {
+            "id": _uuid(all_ids, np.frombuffer(owner, np.int64)),
+            "timestamp": pa.array(np.frombuffer(timestamps, np.int64), pa.int64()).cast(_TS),
+            "value": pa.array(np.frombuffer(values, np.float64), pa.float64()),
+        },
+        schema=SAMPLES_SCHEMA,
     )
-    no_labels = pa.array([], pa.string())
-    parsed = Parsed(
-        n,
-        label_owner=np.zeros(0, np.int64),
-        label_names=no_labels,
-        label_values=no_labels,
-        sample_owner=np.frombuffer(owner, np.int64),
-        sample_timestamps=np.frombuffer(timestamps, np.int64),
-        sample_values=np.frombuffer(values, np.float64),
-        histograms=[],
-        exemplars=[],
-        metadata=_NO_METADATA,
+    if len(rows):
+        metric = string_array(len(rows), metric_offsets, metric_data)
+        label_maps = label_map_array(
+            len(rows), label_offsets, name_offsets, name_data, value_offsets, value_data
+        )
+        series = _distinct_rows(
+            all_ids[rows],
+            metric,
+            label_maps,
+            np.frombuffer(row_min, np.int64),
+            np.frombuffer(row_max, np.int64),
+        )
+    else:
+        series = _NO_SERIES
+    return DecodedWrite(
+        series=series,
+        samples=samples,
+        histograms=_NO_HISTOGRAMS,
+        exemplars=_NO_EXEMPLARS,
+        metadata=_NO_METADATA_ROWS,
+        samples_written=samples.num_rows,
+        histograms_written=0,
+        exemplars_written=0,
+        series_seen=n,
+        filing=(ids, *columns[_FILING]),
     )
-    return _tables(parsed, np.frombuffer(ids, np.uint8).reshape(-1, 16), metric, label_maps)
 
 
 def string_array(length: int, offsets: bytes, data: bytes) -> pa.Array:
@@ -482,6 +518,7 @@ def label_map_array(
 
 # Empty tables of the kinds most writes lack, built once (an empty table of nested types
 # costs about 0.1 ms to build, and a flush of one body builds several).
+_NO_SERIES = SERIES_SCHEMA.empty_table()
 _NO_HISTOGRAMS = HISTOGRAMS_SCHEMA.empty_table()
 _NO_EXEMPLARS = EXEMPLARS_SCHEMA.empty_table()
 _NO_METADATA_ROWS = METADATA_SCHEMA.empty_table()
@@ -601,6 +638,14 @@ def _series_table(
         if not sampled[i]:
             low[i] = min(low[i], timestamp)
             high[i] = max(high[i], timestamp)
+    return _distinct_rows(ids, metric, label_maps, low, high)
+
+
+def _distinct_rows(
+    ids: np.ndarray, metric: pa.Array, label_maps: pa.Array, low: np.ndarray, high: np.ndarray
+) -> pa.Table:
+    """``series`` rows: one per distinct id among the candidates that carry data (``low``
+    at most ``high``), first seen first, over the time range of all of its candidates."""
     carrying = np.flatnonzero(low <= high)
     # Dictionary-encoding the ids finds the distinct ones in order of first appearance.
     encoded = _uuid(ids, carrying).storage.dictionary_encode()

@@ -259,7 +259,7 @@ class WriteService:
         self.metrics.labelled(written, "samples").inc(decoded.samples_written)
         self.metrics.labelled(written, "histograms").inc(decoded.histograms_written)
         self.metrics.labelled(written, "exemplars").inc(decoded.exemplars_written)
-        self.metrics.labelled(written, "series").inc(decoded.series.num_rows)
+        self.metrics.labelled(written, "series").inc(decoded.series_count)
         if len(pivot.rank) and self.wal is None:
             self.sealer.lag.wrote(written_at, tenant)
         self.metrics.labelled(written, "request_samples").inc(pivot.taken)

@@ -2,9 +2,11 @@
 
 The group committer hands a flush's 1.0 bodies over by tenant (``insert_bodies``):
 they are parsed in C without the GIL, one pass per tenant (each series made its
-tenant's in multi-tenant mode, its per-request samples pivoted into request parts),
-charged to the new-series budget, and written as one insert per table whatever their
-tenants: to the write-ahead log when there is one, else to the store, series first.
+tenant's in multi-tenant mode, its per-request samples pivoted into request parts, a
+series already written mapped from its label fields to its id:
+:mod:`~warehouse.ingest.series_cache`), charged to the new-series budget, and written
+as one insert per table whatever their tenants: to the write-ahead log when there is
+one, else to the store, series first.
 A body the C decoder leaves out (anything but float samples, anything the Python
 decoder would refuse, a time outside the store's windows, a write over the limits) is
 decoded alone by the Python path, which says why.
@@ -69,9 +71,7 @@ class V1Flush:
     ):
         self.store, self.config, self.mapping, self.limits = store, config, mapping, limits
         self.tenants, self.new_series, self.wal, self.counted = tenants, new_series, wal, counted
-        self._written_series = WrittenSeries(
-            config.series_cache_size, config.series_refresh_seconds
-        )
+        self._written = WrittenSeries(config.series_cache_size, config.series_refresh_seconds)
         # Inserts of one flush's tables run side by side (ClickHouse takes each on a core).
         self._inserts = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmwh-insert")
 
@@ -99,6 +99,7 @@ class V1Flush:
                 spec,
                 latest,
                 self.tenants.series_label(tenant),
+                self._written.known,
             )
             if self.new_series is not None:
                 try:
@@ -109,19 +110,16 @@ class V1Flush:
             writes.append((tenant, decoded, pivot, parts_table(pivot)))
         if not writes:
             return left
-        series = self._written_series.to_write(
-            pa.concat_tables([decoded.series for _, decoded, _, _ in writes])
-        )
         ordered = merge_tables(
-            [{"series": series}]
-            + [{"samples": d.samples, "request_parts": parts} for _, d, _, parts in writes]
+            {"series": d.series, "samples": d.samples, "request_parts": parts}
+            for _, d, _, parts in writes
         )
         if self.wal is not None:
             self.wal.write([Entry(name, table) for name, table in ordered], _weights(writes))
         else:
             insert_in_order(self.store, ordered, self._side_by_side)
-        self._written_series.remember(series)
         for tenant, decoded, pivot, _ in writes:
+            self._written.remember(decoded)
             self.counted(tenant, decoded, pivot, written_at)
         return left
 

@@ -185,10 +185,8 @@ def batches(monkeypatch) -> list[tuple[int, list[int]]]:
     calls = []
     decode = remote_write.decode_v1_batch
 
-    def spy(bodies, min_timestamp, limits, requests, max_timestamp=2**63 - 1, tenant=None):
-        decoded, pivot, left_out = decode(
-            bodies, min_timestamp, limits, requests, max_timestamp, tenant
-        )
+    def spy(bodies, *args):
+        decoded, pivot, left_out = decode(bodies, *args)
         calls.append((len(bodies), left_out))
         return decoded, pivot, left_out
 
