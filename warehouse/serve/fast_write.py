@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -202,13 +201,6 @@ class FastWriteProtocol(HttpToolsProtocol):
     """Set on the class :func:`protocol_for` makes."""
 
     _write: _Write | None = None
-    _fd = -1
-    """The connection's socket, to answer on with the GIL released (see :meth:`_send`)."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None else -1
 
     def on_headers_complete(self) -> None:
         fast = self.fast
@@ -277,7 +269,6 @@ class FastWriteProtocol(HttpToolsProtocol):
             self.fast.write(write, self._answer)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._fd = -1
         write = self._write
         if write is not None and not write.response_complete:
             # The body will not come whole: the ASGI path's refusal, to no one.
@@ -326,7 +317,7 @@ class FastWriteProtocol(HttpToolsProtocol):
                 if not write.keep_alive:
                     content.append(b"connection: close\r\n")
                 content += [b"\r\n", payload]
-            self._send(b"".join(content))
+            self.transport.write(b"".join(content))
             if not write.keep_alive:
                 self.transport.close()
         write.held.release()
@@ -334,23 +325,6 @@ class FastWriteProtocol(HttpToolsProtocol):
         self.fast.counted(status)
         if not write.disconnected:
             self.on_response_complete()
-
-
-    def _send(self, data: bytes) -> None:
-        """Write ``data`` as the transport would, but with the GIL released: uvloop sends
-        holding it, and on loopback a send runs the peer's TCP receive path within the
-        call (a third of the receiver's GIL-held time with 32 senders, measured in
-        docs/benchmarks.md). Only when nothing of the transport's waits to be written,
-        so that bytes stay in order; whatever the socket does not take, the transport
-        does, and an error is the transport's to find and handle."""
-        sent = 0
-        if self._fd >= 0 and not self.transport.get_write_buffer_size():
-            try:
-                sent = os.write(self._fd, data)
-            except OSError:  # would block, or the peer went
-                sent = 0
-        if sent < len(data):
-            self.transport.write(data[sent:] if sent else data)
 
 
 def protocol_for(receiver: Receiver) -> type[FastWriteProtocol]:
