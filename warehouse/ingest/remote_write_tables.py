@@ -454,13 +454,11 @@ def from_columns(columns: _V1Columns) -> DecodedWrite:
      *_) = columns  # fmt: skip
     all_ids = np.frombuffer(ids, np.uint8).reshape(-1, 16)
     rows = np.frombuffer(row_series, np.int64)
-    samples = pa.table(
-        {
-            "id": _uuid(all_ids, np.frombuffer(owner, np.int64)),
-            "timestamp": pa.array(np.frombuffer(timestamps, np.int64), pa.int64()).cast(_TS),
-            "value": pa.array(np.frombuffer(values, np.float64), pa.float64()),
-        },
-        schema=SAMPLES_SCHEMA,
+    samples = _samples_table(
+        all_ids,
+        np.frombuffer(owner, np.int64),
+        np.frombuffer(timestamps, np.int64),
+        np.frombuffer(values, np.float64),
     )
     if len(rows):
         metric = string_array(len(rows), metric_offsets, metric_data)
@@ -527,14 +525,7 @@ _NO_STARTS = STARTS_SCHEMA.empty_table()
 
 def _tables(p: Parsed, ids: np.ndarray, metric: pa.Array, label_maps: pa.Array) -> DecodedWrite:
     """The write's tables, from its series' ids, metric names and label maps."""
-    samples = pa.table(
-        {
-            "id": _uuid(ids, p.sample_owner),
-            "timestamp": pa.array(p.sample_timestamps, pa.int64()).cast(_TS),
-            "value": pa.array(p.sample_values, pa.float64()),
-        },
-        schema=SAMPLES_SCHEMA,
-    )
+    samples = _samples_table(ids, p.sample_owner, p.sample_timestamps, p.sample_values)
     starts = _starts_table(ids, p.start_owner, p.start_ms)
     histograms = _histogram_table(ids, p.histograms)
     exemplars = _exemplar_table(ids, p.exemplars)
@@ -550,6 +541,20 @@ def _tables(p: Parsed, ids: np.ndarray, metric: pa.Array, label_maps: pa.Array) 
         histograms_written=histograms.num_rows,
         exemplars_written=exemplars.num_rows,
         starts=starts,
+    )
+
+
+def _samples_table(
+    ids: np.ndarray, owner: np.ndarray, timestamps: np.ndarray, values: np.ndarray
+) -> pa.Table:
+    """``samples``: each float sample with its series' id (``ids[owner]``)."""
+    return pa.table(
+        {
+            "id": _uuid(ids, owner),
+            "timestamp": pa.array(timestamps, pa.int64()).cast(_TS),
+            "value": pa.array(values, pa.float64()),
+        },
+        schema=SAMPLES_SCHEMA,
     )
 
 
