@@ -67,6 +67,18 @@ static KnownEntry *known_slot(const KnownSeries *k, uint64_t hash, const uint8_t
     }
 }
 
+/* What one sender can make the table hold, whatever bytes it sends (the label fields are
+   a sender's to choose, and hash_bytes is not keyed, so equal hashes can be crafted and
+   the seed does not part them): an entry sits at most KNOWN_MAX_PROBE slots past its
+   home slot, a key is at most KNOWN_MAX_KEY bytes (empty-valued labels, which no limit
+   counts, would make it any length), and the keys together at most KNOWN_KEY_BYTES a
+   series of capacity. A key past them is not filed (or the table starts again): its
+   series is decoded afresh, as a series never filed is, so none of them changes an
+   outcome. */
+enum { KNOWN_MAX_PROBE = 64 };
+#define KNOWN_MAX_KEY ((size_t)16 << 10)
+#define KNOWN_KEY_BYTES ((size_t)1 << 10)
+
 static KnownEntry *known_find(const KnownSeries *k, uint64_t hash, const uint8_t *scope,
                               size_t scope_len, const uint8_t *fields, size_t length) {
     if (!k->count) return NULL;
@@ -134,14 +146,18 @@ static int known_put(KnownSeries *k, const uint8_t *key, size_t key_len, size_t 
         if (hi > e->max_time) e->max_time = hi;
         return 0;
     }
-    if (k->count >= k->capacity) { /* full: start again */
-        known_empty(k);
+    if (key_len > KNOWN_MAX_KEY) return 0; /* not filed: see KNOWN_MAX_PROBE */
+    if (k->count >= k->capacity || k->arena.len + key_len > k->capacity * KNOWN_KEY_BYTES) {
+        known_empty(k); /* full: start again */
         e = known_slot(k, hash, key, scope_len, fields, length);
     }
     if ((k->count + 1) * 2 > k->mask + 1) { /* load factor at most 1/2 */
         if (known_resize(k, 2 * (k->mask + 1))) return -1;
         e = known_slot(k, hash, key, scope_len, fields, length);
     }
+    size_t home = (size_t)hash & k->mask;
+    if ((((size_t)(e - k->slots) - home) & k->mask) > KNOWN_MAX_PROBE)
+        return 0; /* a crowd of equal hashes: not filed */
     size_t at = k->arena.len;
     if (buf_put(&k->arena, key, key_len)) return -1;
     *e = (KnownEntry){hash, at, key_len, {0}, lo, hi};

@@ -39,7 +39,9 @@ class WrittenSeries:
     """
 
     def __init__(self, capacity: int, refresh_seconds: float):
-        # A secret seed keeps a sender from choosing label sets that share a slot.
+        # A secret seed spreads the slots; it does not part label fields of equal
+        # hash_bytes (which a sender can craft), so the C table also bounds how far
+        # an entry sits from its slot and how many key bytes it holds.
         self.known = KnownSeries(capacity, int(refresh_seconds * 1000), secrets.randbits(64))
 
     def __len__(self) -> int:

@@ -203,3 +203,21 @@ def test_the_c_table_refuses_misuse_with_an_error_not_a_crash():
         KnownSeries(2**62 + 1, 0)
     with pytest.raises(ValueError, match="columns"):
         KnownSeries(4, 0).remember(b"\1" * 16, b"\0" * 8, b"\0" * 8, b"\0" * 8, b"\0" * 4, b"")
+
+
+def test_a_sender_cannot_make_the_table_hold_keys_of_any_length():
+    # Empty-valued labels are absent labels, so no limit counts them: one series id in
+    # ever new label fields of megabytes would otherwise fill the table's arena.
+    cache = WrittenSeries(capacity=100, refresh_seconds=60)
+    padded = UP + [(f"empty_{i}_" + "n" * 1000, "") for i in range(20)]
+    assert write(cache, (padded, [(T0, 1.0)])) == [("up", T0, T0)]
+    assert len(cache) == 0  # not filed: decoded afresh, its row written again
+    assert write(cache, (padded, [(T0, 1.0)])) == [("up", T0, T0)]
+    # Keys within the bounds are filed, and past capacity * 1 KiB of keys the table
+    # starts again, as it does past capacity series.
+    small = WrittenSeries(capacity=2, refresh_seconds=60)
+    long_value = [("__name__", "up"), ("v", "x" * 1500)]
+    write(small, (long_value, [(T0, 1.0)]))
+    assert len(small) == 1
+    write(small, ([("__name__", "up"), ("v", "y" * 1500)], [(T0, 1.0)]))
+    assert len(small) == 1
