@@ -38,16 +38,15 @@ typedef struct {
     size_t mask, count, capacity;
     Buf arena;
     int64_t refresh_ms;
-    uint64_t seed;
     pthread_rwlock_t lock;
     int ready;
 } KnownSeries;
 
 static PyTypeObject KnownSeriesType;
 
-/* The slot hash of a key: its label fields' hash, its scope's and the table's seed. */
-static uint64_t known_hash(const KnownSeries *k, uint64_t fields_hash, uint64_t scope_hash) {
-    uint64_t h = (fields_hash ^ k->seed) + scope_hash * 0x9e3779b97f4a7c15ULL;
+/* The slot hash of a key: its label fields' hash and its scope's (both keyed). */
+static uint64_t known_hash(uint64_t fields_hash, uint64_t scope_hash) {
+    uint64_t h = fields_hash + scope_hash * 0x9e3779b97f4a7c15ULL;
     h ^= h >> 31;
     h *= 0xd6e8feb86659fd93ULL;
     return h ^ (h >> 32);
@@ -68,9 +67,9 @@ static KnownEntry *known_slot(const KnownSeries *k, uint64_t hash, const uint8_t
 }
 
 /* What one sender can make the table hold, whatever bytes it sends (the label fields are
-   a sender's to choose, and hash_bytes is not keyed, so equal hashes can be crafted and
-   the seed does not part them): an entry sits at most KNOWN_MAX_PROBE slots past its
-   home slot, a key is at most KNOWN_MAX_KEY bytes (empty-valued labels, which no limit
+   a sender's to choose; hash_bytes is keyed with a secret of the process, but a bound
+   does not rest on that): an entry sits at most KNOWN_MAX_PROBE slots past its home
+   slot, a key is at most KNOWN_MAX_KEY bytes (empty-valued labels, which no limit
    counts, would make it any length), and the keys together at most KNOWN_KEY_BYTES a
    series of capacity. A key past them is not filed (or the table starts again): its
    series is decoded afresh, as a series never filed is, so none of them changes an
@@ -139,7 +138,7 @@ static int known_put(KnownSeries *k, const uint8_t *key, size_t key_len, size_t 
                      uint64_t scope_hash, const uint8_t id[16], int64_t lo, int64_t hi) {
     const uint8_t *fields = key + scope_len;
     size_t length = key_len - scope_len;
-    uint64_t hash = known_hash(k, hash_bytes(fields, length), scope_hash);
+    uint64_t hash = known_hash(hash_bytes(fields, length), scope_hash);
     KnownEntry *e = known_slot(k, hash, key, scope_len, fields, length);
     if (e->key_len) {
         if (lo < e->min_time) e->min_time = lo;
@@ -169,12 +168,10 @@ static int known_put(KnownSeries *k, const uint8_t *key, size_t key_len, size_t 
 /* ---- the Python type ---------------------------------------------------------------- */
 
 static int known_init(KnownSeries *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"capacity", "refresh_ms", "seed", NULL};
+    static char *keywords[] = {"capacity", "refresh_ms", NULL};
     Py_ssize_t capacity;
     long long refresh_ms;
-    unsigned long long seed = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nL|K", keywords, &capacity, &refresh_ms,
-                                     &seed))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nL", keywords, &capacity, &refresh_ms))
         return -1;
     if (capacity < 1 || capacity > ((Py_ssize_t)1 << 40)) {
         PyErr_SetString(PyExc_ValueError, "capacity must be between 1 and 2**40");
@@ -198,7 +195,6 @@ static int known_init(KnownSeries *self, PyObject *args, PyObject *kwargs) {
     int failed = known_resize(self, 1024);
     self->capacity = (size_t)capacity;
     self->refresh_ms = refresh_ms;
-    self->seed = seed;
     pthread_rwlock_unlock(&self->lock);
     if (failed) {
         PyErr_NoMemory();
@@ -311,7 +307,7 @@ static PyTypeObject KnownSeriesType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "warehouse.ingest._v1_fast.KnownSeries",
     .tp_basicsize = sizeof(KnownSeries),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "KnownSeries(capacity, refresh_ms, seed=0): the series a receiver has written, "
+    .tp_doc = "KnownSeries(capacity, refresh_ms): the series a receiver has written, "
               "by their label fields (see _known_series.h).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)known_init,

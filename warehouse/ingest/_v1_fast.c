@@ -59,6 +59,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* ---- growable byte buffers -------------------------------------------------------- */
 
@@ -282,8 +283,13 @@ typedef struct {
     size_t mask, count; /* mask + 1 slots, a power of two; empty while length == 0 */
 } Seen;
 
+/* A secret of this process (set when the module loads), so that a sender cannot craft
+   label fields of equal hashes: every step mixes the bytes into a state it starts from. */
+static uint64_t hash_key;
+
 static uint64_t hash_bytes(const uint8_t *s, size_t n) {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
+    uint64_t h = (hash_key ^ n) * 0x9e3779b97f4a7c15ULL, w;
+    h ^= h >> 32;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         memcpy(&w, s + i, 8);
@@ -296,16 +302,22 @@ static uint64_t hash_bytes(const uint8_t *s, size_t n) {
     return h ^ (h >> 29);
 }
 
-/* The entry for these label fields: a match, or the empty slot to fill. */
-static SeenEntry *seen_slot(Seen *t, uint64_t hash, const uint8_t *fields, size_t length) {
+/* The entry for these label fields: a match, or the empty slot to fill; NULL past
+   `probes` slots (a crowd of equal hashes: the series is read as a new one, its rows
+   merge by id later). */
+static SeenEntry *seen_slot(Seen *t, uint64_t hash, const uint8_t *fields, size_t length,
+                            size_t probes) {
     size_t i = (size_t)hash & t->mask;
-    for (;; i = (i + 1) & t->mask) {
+    for (size_t k = 0; k <= probes; k++, i = (i + 1) & t->mask) {
         SeenEntry *e = &t->slots[i];
         if (e->length == 0) return e;
         if (e->hash == hash && e->length == length && memcmp(e->fields, fields, length) == 0)
             return e;
     }
+    return NULL;
 }
+
+enum { SEEN_MAX_PROBE = 64 };
 
 static int seen_grow(Seen *t) {
     size_t size = t->slots ? 2 * (t->mask + 1) : 1024;
@@ -318,7 +330,7 @@ static int seen_grow(Seen *t) {
     }
     t->mask = size - 1;
     for (size_t i = 0; i < old_size; i++)
-        if (old[i].length) *seen_slot(t, old[i].hash, old[i].fields, old[i].length) = old[i];
+        if (old[i].length) *seen_slot(t, old[i].hash, old[i].fields, old[i].length, SIZE_MAX) = old[i];
     free(old);
     return 0;
 }
@@ -963,8 +975,8 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
         if (o->seen.count * 2 >= (o->seen.slots ? o->seen.mask + 1 : 0) && seen_grow(&o->seen))
             return NO_MEMORY;
         hash = hash_bytes(fields, length);
-        seen = seen_slot(&o->seen, hash, fields, length);
-        if (seen->length) { /* only plain series are remembered */
+        seen = seen_slot(&o->seen, hash, fields, length, SEEN_MAX_PROBE);
+        if (seen && seen->length) { /* only plain series are remembered */
             int64_t *owners = (int64_t *)o->owners.data + first_sample;
             for (size_t k = 0; k < samples; k++) owners[k] = seen->series;
             return OK;
@@ -972,15 +984,17 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
         /* The same label fields as a series an earlier call wrote: its id, no labels read
            (whether it needs a row again is known once every body is read). */
         const KnownEntry *known =
-            o->known ? known_find(o->known, known_hash(o->known, hash, o->scope_hash),
+            o->known ? known_find(o->known, known_hash(hash, o->scope_hash),
                                   (const uint8_t *)o->scope.data, o->scope.len, fields, length)
                      : NULL;
         if (known) {
             SeriesState state = {known, fields, length};
             if (buf_put(&o->ids, known->id, 16) || buf_put(&o->states, &state, sizeof state))
                 return NO_MEMORY;
-            *seen = (SeenEntry){hash, fields, length, index};
-            o->seen.count++;
+            if (seen) {
+                *seen = (SeenEntry){hash, fields, length, index};
+                o->seen.count++;
+            }
             o->n_series++;
             return OK;
         }
@@ -1431,6 +1445,10 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__v1_fast(void) {
+    if (getrandom(&hash_key, sizeof hash_key, 0) != (ssize_t)sizeof hash_key) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
     if (PyType_Ready(&KnownSeriesType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -19,8 +19,6 @@ more row of each.
 
 from __future__ import annotations
 
-import secrets
-
 import numpy as np
 import pyarrow as pa
 
@@ -39,10 +37,10 @@ class WrittenSeries:
     """
 
     def __init__(self, capacity: int, refresh_seconds: float):
-        # A secret seed spreads the slots; it does not part label fields of equal
-        # hash_bytes (which a sender can craft), so the C table also bounds how far
-        # an entry sits from its slot and how many key bytes it holds.
-        self.known = KnownSeries(capacity, int(refresh_seconds * 1000), secrets.randbits(64))
+        # The C hash is keyed with a secret of the process, so a sender cannot aim label
+        # fields at one slot; the table bounds how far an entry sits from its slot and
+        # how many key bytes it holds all the same.
+        self.known = KnownSeries(capacity, int(refresh_seconds * 1000))
 
     def __len__(self) -> int:
         return len(self.known)

@@ -14,6 +14,7 @@ decoded alone by the Python path, which says why.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -42,6 +43,8 @@ except ImportError:  # pragma: no cover - built without a C compiler
     WrittenSeries = NewSeriesBudget = None  # type: ignore[assignment,misc]
 
 __all__ = ["NewSeriesBudget", "V1Flush", "available"]
+
+log = logging.getLogger("llmwh.receiver")
 
 Counted = Callable[[str, DecodedWrite, Pivot, float], None]
 """Told what each tenant's bodies wrote, and when: (tenant, decoded, pivot, written at)."""
@@ -119,8 +122,12 @@ class V1Flush:
         else:
             insert_in_order(self.store, ordered, self._side_by_side)
         for tenant, decoded, pivot, _ in writes:
-            self._written.remember(decoded)
             self.counted(tenant, decoded, pivot, written_at)
+        try:  # committed whatever happens here: filing only saves later flushes work
+            for _, decoded, _, _ in writes:
+                self._written.remember(decoded)
+        except MemoryError:
+            log.warning("the series already written could not be filed (out of memory)")
         return left
 
     def _side_by_side(self, inserts: list[Callable[[], None]]) -> None:
