@@ -840,15 +840,21 @@ static int label_slices(Out *o, const uint8_t *p, const uint8_t *end) {
 
 /* The labels of the series whose label fields o->raw holds: checked (FALLBACK: the Python
    decoder says why), empty values dropped, sorted by name, into o->labels; *metric is
-   its __name__. */
-static int read_labels(Out *o, size_t *count_out, const Label **metric_out) {
+   its __name__, and *canonical whether the fields needed neither (as senders send
+   them: only such fields are filed as a known series, so that one series cannot take
+   many entries of the table). */
+static int read_labels(Out *o, size_t *count_out, const Label **metric_out, int *canonical) {
     o->labels.len = 0;
+    *canonical = 1;
     const uint8_t **slices = (const uint8_t **)o->raw.data;
     for (size_t k = 0; k < o->raw.len / (2 * sizeof *slices); k++) {
         Label label;
         int status = parse_label(slices[2 * k], slices[2 * k + 1], &label);
         if (status) return status;
-        if (label.value_len == 0) continue; /* an empty value is an absent label */
+        if (label.value_len == 0) { /* an empty value is an absent label */
+            *canonical = 0;
+            continue;
+        }
         if (label.name_len == 0) return FALLBACK;
         if ((o->max_name_len && label.name_len > o->max_name_len) ||
             (o->max_value_len && label.value_len > o->max_value_len))
@@ -863,6 +869,7 @@ static int read_labels(Out *o, size_t *count_out, const Label **metric_out) {
     int sorted = 1;
     for (size_t i = 1; i < count && sorted; i++) sorted = compare_names(&labels[i - 1], &labels[i]) < 0;
     if (!sorted) {
+        *canonical = 0;
         qsort(labels, count, sizeof(Label), compare_labels);
         for (size_t i = 1; i < count; i++)
             if (compare_names(&labels[i - 1], &labels[i]) == 0) return FALLBACK;
@@ -1002,7 +1009,8 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
 
     size_t count;
     const Label *metric;
-    int status = read_labels(o, &count, &metric);
+    int canonical;
+    int status = read_labels(o, &count, &metric, &canonical);
     if (status) return status;
     if (o->spec) {
         int which = mapped_metric(o->spec, metric);
@@ -1019,7 +1027,7 @@ static int parse_series(const uint8_t *p, const uint8_t *end, int64_t min_timest
     }
     uint8_t id[16];
     SeriesState state = {NULL, fields, length};
-    if (put_row(o, count, metric, index, fields, seen ? length : 0, id) ||
+    if (put_row(o, count, metric, index, fields, seen && canonical ? length : 0, id) ||
         buf_put(&o->ids, id, 16) || buf_put(&o->states, &state, sizeof state))
         return NO_MEMORY;
     if (seen) {
@@ -1055,8 +1063,9 @@ static int finish_rows(Out *o) {
         size_t count;
         const Label *metric;
         uint8_t id[16];
+        int canonical;
         status = label_slices(o, st->fields, st->fields + st->length);
-        if (!status) status = read_labels(o, &count, &metric);
+        if (!status) status = read_labels(o, &count, &metric, &canonical);
         if (status == FALLBACK) status = MISUSED; /* refused now, taken when filed */
         if (!status) status = put_row(o, count, metric, (int64_t)s, st->fields, st->length, id);
         if (!status && memcmp(id, st->known->id, 16) != 0) status = MISUSED;
