@@ -840,9 +840,9 @@ static int label_slices(Out *o, const uint8_t *p, const uint8_t *end) {
 
 /* The labels of the series whose label fields o->raw holds: checked (FALLBACK: the Python
    decoder says why), empty values dropped, sorted by name, into o->labels; *metric is
-   its __name__, and *canonical whether the fields needed neither (as senders send
-   them: only such fields are filed as a known series, so that one series cannot take
-   many entries of the table). */
+   its __name__, and *canonical whether no empty value was dropped (senders send none:
+   only such fields are filed as a known series, since no limit counts empty labels and
+   one series in ever new padding would take ever new entries). */
 static int read_labels(Out *o, size_t *count_out, const Label **metric_out, int *canonical) {
     o->labels.len = 0;
     *canonical = 1;
@@ -869,7 +869,6 @@ static int read_labels(Out *o, size_t *count_out, const Label **metric_out, int 
     int sorted = 1;
     for (size_t i = 1; i < count && sorted; i++) sorted = compare_names(&labels[i - 1], &labels[i]) < 0;
     if (!sorted) {
-        *canonical = 0;
         qsort(labels, count, sizeof(Label), compare_labels);
         for (size_t i = 1; i < count; i++)
             if (compare_names(&labels[i - 1], &labels[i]) == 0) return FALLBACK;
