@@ -1,7 +1,8 @@
 """Build hook: compile the receiver's optional C extensions.
 
-``warehouse/ingest/_v1_fast.c`` decodes remote write 1.0 and
-``warehouse/ingest/_series_cache.c`` remembers the series rows written. They need
+``warehouse/ingest/_v1_fast.c`` decodes remote write 1.0 (with the series already
+written, ``_known_series.h``) and ``warehouse/ingest/_series_cache.c`` remembers the
+series ids seen, for the new-series budget. They need
 nothing beyond Python's headers and a C compiler. Without a compiler the build still
 succeeds and the receiver decodes in Python (slower, same rows); set
 ``LLMWH_REQUIRE_EXTENSION=1`` to make a missing compiler an error instead. An

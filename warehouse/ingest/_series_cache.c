@@ -1,5 +1,7 @@
 /*
- * The series a receiver has written, with the time range each row written covered.
+ * Series ids, with a time range each. The new-series budget (cardinality.py) keeps the
+ * ids it has seen here (with empty ranges); the remote-write decoder keeps the series
+ * written in a table of its own, by label bytes (_known_series.h), by the rule below.
  *
  * A long-lived series sends a sample every scrape; writing its `series` row again on
  * every flush costs ClickHouse an insert (a part: a dozen files) for rows it will

@@ -51,6 +51,7 @@ class WrittenSeries:
             self.known.remember(*decoded.filing)
 
     def clear(self) -> None:
+        """Forget every series (each is written again at its next flush)."""
         self.known.clear()
 
 
