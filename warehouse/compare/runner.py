@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from warehouse.compare.agreement import EXACT, ROLLUP, Comparison, compare
@@ -35,6 +36,9 @@ class Options:
     batch_rows: int = 100_000
     keep: Path | None = None
     fault: Fault | None = None
+    until: datetime | None = None
+    """The end of the data set's day (a whole hour); None: the last whole hour. The
+    data set's daily shape moves with it, so a fixed one gives the same rows every run."""
 
 
 @dataclass
@@ -79,7 +83,11 @@ def run_compare(options: Options, progress: Callable[[str], None] = lambda _: No
     questions = select(list(options.questions))
     root = _workdir(options.keep)
     try:
-        dataset = Dataset(options.rows, options.seed)
+        dataset = (
+            Dataset(options.rows, options.seed)
+            if options.until is None
+            else Dataset(options.rows, options.seed, options.until)
+        )
         path = root / "requests.parquet"
         progress(f"generating {options.rows:,} requests into {path}")
         generate_s = write_dataset(dataset, path)
