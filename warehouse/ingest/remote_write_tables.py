@@ -385,12 +385,6 @@ class Parsed:
 # --- validation and tables ----------------------------------------------------------------
 
 
-_NO_METADATA = pa.schema(
-    [("owner", pa.int64())]
-    + [(name, pa.string()) for name in ("metric_family_name", "type", "unit", "help")]
-).empty_table()
-
-
 def assemble(p: Parsed) -> DecodedWrite:
     """Check a parsed write (label names, metric names) and build its tables."""
     n = p.n
