@@ -1107,7 +1107,7 @@ static int parse_request(const uint8_t *p, const uint8_t *end, int64_t min_times
 /* ---- the module ---------------------------------------------------------------------- */
 
 #define N_OUTPUTS 16
-#define N_ROLLED_BACK 15
+#define N_ROLLED_BACK (N_OUTPUTS + 1)
 
 /* The output buffers, in the order of the returned tuple (after n_series). */
 static void outputs(Out *o, Buf *list[N_OUTPUTS]) {
@@ -1120,14 +1120,11 @@ static void outputs(Out *o, Buf *list[N_OUTPUTS]) {
     memcpy(list, all, sizeof all);
 }
 
-/* The buffers a body adds to, which a body left out must leave as they were. */
+/* The buffers a body adds to, which a body left out must leave as they were: the outputs
+   (row_min and row_max stay empty until every body is read) and the series' states. */
 static void rolled_back(Out *o, Buf *list[N_ROLLED_BACK]) {
-    Buf *all[N_ROLLED_BACK] = {&o->ids,         &o->metric_offsets, &o->metric_data,
-                               &o->label_offsets, &o->name_offsets, &o->name_data,
-                               &o->value_offsets, &o->value_data,   &o->owners,
-                               &o->timestamps,  &o->values,         &o->row_series,
-                               &o->key_offsets, &o->key_data,       &o->states};
-    memcpy(list, all, sizeof all);
+    outputs(o, list);
+    list[N_OUTPUTS] = &o->states;
 }
 
 static void out_free(Out *o) {
