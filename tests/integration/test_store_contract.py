@@ -124,6 +124,42 @@ def test_arrow_answers_are_compressed_only_when_the_connection_is(
         store.close()
 
 
+@pytest.mark.parametrize("method", ["false", "lz4", "zstd"])
+def test_inserts_arrive_whole_however_the_connection_compresses(
+    embedded_server, method, monkeypatch
+):
+    """An insert is one Arrow file: its buffers compressed when the connection is."""
+    store = open_store(f"{embedded_server.store_url('default')}?compress={method}")
+    sizes: list[int] = []
+    send = store._client.raw_insert
+
+    def recording(table, columns, block, *args, **options):
+        sizes.append(block.size)
+        return send(table, columns, block, *args, **options)
+
+    monkeypatch.setattr(store._client, "raw_insert", recording)
+    table = f"inserted_{method}"
+    rows = pa.table(
+        {
+            "n": pa.array(range(50_000), pa.uint64()),
+            "label": [f"model-{i % 7}" for i in range(50_000)],
+        }
+    )
+    try:
+        store.command(
+            f"CREATE OR REPLACE TABLE default.{table} (n UInt64, label String) "
+            "ENGINE = MergeTree ORDER BY n"
+        )
+        store.insert_arrow(table, rows)
+        store.insert_arrow(table, rows.slice(0, 0))  # an empty insert adds nothing
+        back = store.query_arrow(f"SELECT n, label FROM default.{table} ORDER BY n")
+        assert back.to_pydict() == rows.to_pydict()
+        assert (sizes[0] < rows.nbytes / 2) == (method != "false")
+    finally:
+        store.command(f"DROP TABLE IF EXISTS default.{table}")
+        store.close()
+
+
 def test_arrow_answers_in_process_are_not_compressed(chdb_path):
     store = open_store(f"chdb://{chdb_path}?database=arrow_plain")
     try:
@@ -209,13 +245,13 @@ def test_clickhouse_stores_send_label_columns_as_dictionaries(migrated, monkeypa
         pytest.skip("DuckDB reads the Arrow table in process; nothing is sent")
     sent: list[pa.Schema] = []
     client = migrated._client
-    send = client.insert_arrow
+    send = client.raw_insert
 
-    def recording(table, data, **options):
-        sent.append(data.schema)
-        return send(table, data, **options)
+    def recording(table, columns, block, *args, **options):
+        sent.append(pa.ipc.open_file(block).schema)  # the Arrow file the server reads
+        return send(table, columns, block, *args, **options)
 
-    monkeypatch.setattr(client, "insert_arrow", recording)
+    monkeypatch.setattr(client, "raw_insert", recording)
     # With a token, chdb inserts through the client too (its Python() path is for bulk rows).
     migrated.insert_arrow("requests", synthetic_requests(10, seed=2), dedup_token="labels")
     [schema] = sent
