@@ -76,6 +76,7 @@ _FUNCTIONS: dict[str, Callable[[Args], exp.Expr]] = {
     # toDateTime64(x, precision, 'UTC'): DuckDB timestamps carry microseconds anyway.
     "toDateTime64": lambda args: exp.cast(args[0], "TIMESTAMPTZ"),
     "arrayElement": lambda args: _call("list_extract", args[0], args[1]),
+    "arraySort": lambda args: _call("list_sort", args[0]),
     # A NULL never reaches it where the warehouse writes it (inside an aggregate whose
     # condition is false for NULL), and DuckDB has no undefined value to give instead.
     "assumeNotNull": lambda args: args[0],
@@ -150,11 +151,10 @@ def _quantile(name: str, levels: Args, args: Args) -> exp.Expr:
 def _as_number(operand: exp.Expr) -> exp.Expr:
     """A comparison as ClickHouse computes with it: a UInt8, 1 or 0 (DuckDB adds no
     BOOLEAN to a number)."""
-    if isinstance(operand, exp.Paren):
-        operand = operand.this
-    if isinstance(operand, exp.Predicate):
-        return exp.cast(copy(operand), exp.DataType.build("UTINYINT", dialect="duckdb"))
-    return operand
+    inner = operand.this if isinstance(operand, exp.Paren) else operand
+    if isinstance(inner, exp.Predicate):
+        return exp.cast(copy(inner), exp.DataType.build("UTINYINT", dialect="duckdb"))
+    return operand  # its parentheses kept: a * (b - c) is not a * b - c
 
 
 class WarehouseDuckDBGenerator(DuckDBGenerator):

@@ -310,6 +310,20 @@ SAME_ANSWER = [
         " avg(toFloat64(tpot)) AS avg_tpot FROM t",
         "registry-measures",
     ),
+    case(
+        "SELECT toFloat64(n) * (toFloat64(n) - 1), (toFloat64(n) - 1) * 2,"
+        " toFloat64(n) - (toFloat64(n) - 1), toFloat64(n) * (ttft > 100) FROM t ORDER BY n",
+        "arithmetic-keeps-parentheses",
+    ),
+    # The order statistics around an exact quantile (warehouse.query.order_statistics).
+    case(
+        "SELECT status,"
+        " arrayElement(arraySort(groupArrayIf(toFloat64(tpot), tpot IS NOT NULL)), 3),"
+        " arrayElement(arraySort(groupArrayIf(ttft, ttft IS NOT NULL)),"
+        " toInt64(ceil(toFloat64(0.9) * (count(ttft) - 1))) + 1) FROM t GROUP BY status"
+        " ORDER BY status",
+        "arraySort-of-groupArrayIf",
+    ),
     # Exact quantiles → quantile_cont, equal to 1e-9.
     case(
         "SELECT quantileExactInclusive(0.5)(ttft), quantileExactInclusive(0.999)(ttft),"
