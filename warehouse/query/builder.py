@@ -28,7 +28,7 @@ from warehouse import dialects
 from warehouse.aggregates import position_columns
 from warehouse.errors import QueryError
 from warehouse.model import LATENCY_COLUMNS
-from warehouse.query import local_merge, trees
+from warehouse.query import local_merge, order_statistics, trees
 from warehouse.query.planner import (
     HISTOGRAM_ERROR,
     HISTOGRAM_PERCENTILE_ERROR,
@@ -593,13 +593,15 @@ def _good(
 def _measure_tree(m: Measure, measures: list[Measure], found: Plan) -> exp.Expr:
     if not m.is_percentile:
         return m.tree(rollup=found.rollup)
-    assert m.level is not None  # a percentile's
+    assert m.level is not None and m.column is not None  # a percentile's
+    if found.percentiles in order_statistics.SIDES:
+        return order_statistics.order_statistic(m.column, m.level, found.percentiles)
     levels = sorted({x.level for x in measures if x.column == m.column and x.level is not None})
     name = "quantilesExactInclusive" if found.percentiles == "exact" else "quantilesTDigest"
     quantiles = exp.ParameterizedAgg(
         this=name,
         expressions=[exp.Literal.number(level) for level in levels],
-        params=[trees.column(m.column or "")],
+        params=[trees.column(m.column)],
     )
     return trees.call("arrayElement", quantiles, exp.Literal.number(levels.index(m.level) + 1))
 

@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from warehouse.aggregates import BUILT_IN, check_prefix, rollup_columns
 from warehouse.model import ROLLUP_DIMENSIONS, SLA_ROLLUP_DIMENSIONS
-from warehouse.query import trees
+from warehouse.query import order_statistics, trees
 from warehouse.query.question import Question
 from warehouse.query.registry import Dimension, Measure, good_count
 from warehouse.query.rollup_rows import bucket_rows
@@ -122,7 +122,8 @@ class Plan:
     reason: str
     percentiles: str
     """``exact``, ``t-digest`` (raw rows, approximate), ``histogram`` (a rollup's latency
-    buckets) or ``none`` (no percentile asked)."""
+    buckets), ``low`` or ``high`` (raw rows, the order statistics around the exact value:
+    :mod:`warehouse.query.order_statistics`) or ``none`` (no percentile asked)."""
     attainment: str = "none"
     """``exact``, ``histogram`` (a rollup's latency buckets) or ``none`` (not asked)."""
     pieces: tuple[tuple[str, TimeRange], ...] = ()
@@ -167,7 +168,7 @@ def plan(
     sources: Sequence[RollupSource],
 ) -> tuple[Plan, RollupSource | None]:
     has_percentiles = any(m.is_percentile for m in measures)
-    raw_percentiles = "exact" if question.exact is not False else "t-digest"
+    raw_percentiles = "t-digest" if question.exact is False else order_statistics.asked() or "exact"
     has_attainment = any(m.needs_thresholds for m in measures)
 
     def raw(reason: str) -> Plan:

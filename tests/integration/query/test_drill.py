@@ -19,6 +19,7 @@ from known_data import SINCE, SPAN, START, UNTIL
 from warehouse import Warehouse
 from warehouse.errors import QueryError
 from warehouse.model import bucket_bounds, latency_bucket
+from warehouse.query.order_statistics import SIDES, order_statistics
 
 END = START + SPAN
 GROUPS = [("alpha", "hz"), ("alpha", "sh"), ("beta", "hz"), ("beta", "sh")]
@@ -53,6 +54,36 @@ def test_exact_percentiles_equal_numpys_linear_percentiles(wh, oracle):
         assert row["p90_tpot_ms"] == pytest.approx(
             oracle.percentile("tpot_ms", 90, **where), rel=1e-9
         )
+
+
+@pytest.mark.parametrize("side", SIDES)
+def test_order_statistics_around_exact_percentiles_are_those_at_the_ranks_floor_and_ceiling(
+    wh, oracle, side
+):
+    """As ``llmwh compare`` asks its reference: the order statistics an exact percentile
+    interpolates between, at the floor (``low``) and ceiling (``high``) of h = q (n - 1)."""
+    asked = [
+        ("p50_ttft_ms", "ttft_ms", 0.5),
+        ("p95_ttft_ms", "ttft_ms", 0.95),
+        ("p99_ttft_ms", "ttft_ms", 0.99),
+        ("p999_e2e_ms", "e2e_ms", 0.999),
+        ("p90_tpot_ms", "tpot_ms", 0.9),  # TPOT leaves out requests without one
+    ]
+    measures = ["count", *(name for name, _, _ in asked)]
+    with order_statistics(side):
+        result = wh.drill(["model", "region"], measures, since=SINCE, until=UNTIL, exact=True)
+    assert result.plan.source == "requests" and result.plan.percentiles == side
+    rounding = np.floor if side == "low" else np.ceil
+    got = rows(result)
+    assert sorted(got) == GROUPS
+    for (model, region), row in got.items():
+        group = oracle.group(model=model, region=region)
+        for name, column, q in asked:
+            values = np.sort(oracle.floats(group[column]))
+            assert row[name] == values[int(rounding(q * (len(values) - 1)))], (name, model)
+    # Outside the context, the same question's percentiles are exact again.
+    again = wh.drill(["model", "region"], measures, since=SINCE, until=UNTIL, exact=True)
+    assert again.plan.percentiles == "exact"
 
 
 def test_rates_ratios_and_averages_follow_the_definitions(wh, oracle):
