@@ -87,6 +87,48 @@ def test_rollup_rule_percentiles_within_two_percent_in_well_populated_rows() -> 
     assert not compare(far, REFERENCE, KEYS, EXACT).agrees
 
 
+# A p95 of 1,010 requests in a 5.8% gap between neighbouring requests (as the data set
+# ending at 08:00 UTC has one): the order statistics around the rank h = 0.95 * 1009 =
+# 958.55 are 76.0 and 80.4, and the exact value interpolates between them.
+GAP = (76.0, 80.4)
+GAP_EXACT = 76.0 + 0.55 * (80.4 - 76.0)  # 78.42
+
+
+@pytest.mark.parametrize(
+    ("estimate", "agrees"),
+    [
+        (80.3, True),  # next to the upper statistic, 2.4% above the exact value
+        (75.0, True),  # 1.3% below the lower one, 4.4% below the exact value
+        (76.0 * 0.97, False),  # 3% below the lower one
+        (80.4 * 1.03, False),  # 3% above the upper one
+    ],
+)
+def test_rollup_rule_holds_a_percentile_to_the_order_statistics_around_the_exact_value(
+    estimate: float, agrees: bool
+) -> None:
+    reference = frame([("a", "sh", 1010, GAP_EXACT)])
+    around = (frame([("a", "sh", 1010, GAP[0])]), frame([("a", "sh", 1010, GAP[1])]))
+    answer = frame([("a", "sh", 1010, estimate)])
+    outcome = compare(answer, reference, KEYS, ROLLUP, around)
+    assert outcome.agrees is agrees
+    assert outcome.compared == 2  # the count and the percentile
+    if agrees:
+        assert outcome.worst["p95_ttft_ms"] < 0.02
+    else:
+        [difference] = outcome.differences
+        assert (difference.column, difference.reference) == ("p95_ttft_ms", GAP_EXACT)
+        assert difference.check == "rel 0.02 of [76, 80.4] (rows >= 1,000 requests)"
+
+
+def test_without_order_statistics_a_percentile_is_held_to_the_exact_value() -> None:
+    reference = frame([("a", "sh", 1010, GAP_EXACT)])
+    answer = frame([("a", "sh", 1010, 80.3)])
+    assert not compare(answer, reference, KEYS, ROLLUP).agrees
+    # nor does the exact rule take them
+    around = (frame([("a", "sh", 1010, GAP[0])]), frame([("a", "sh", 1010, GAP[1])]))
+    assert not compare(answer, reference, KEYS, EXACT, around).agrees
+
+
 def test_rollup_rule_checks_a_tail_percentile_only_with_enough_requests_beyond_it() -> None:
     reference = REFERENCE.rename({"p95_ttft_ms": "p99_ttft_ms"})
     answer = reference.with_columns(pl.col("p99_ttft_ms") * 1.05)

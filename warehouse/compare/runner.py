@@ -111,6 +111,7 @@ def run_compare(options: Options, progress: Callable[[str], None] = lambda _: No
                 batch_rows=options.batch_rows,
                 questions=tuple(q.name for q in questions),
                 fault=options.fault,
+                order_statistics=backend == reference,
             )
             report.outcomes[backend] = _in_worker(job, progress)
             if options.keep is None:
@@ -166,10 +167,11 @@ def _in_worker(job: Job, progress: Callable[[str], None]) -> Outcome:
 
 def _checks(report: Report, keys: dict[str, tuple[str, ...]]) -> list[Check]:
     """Every answer against the reference backend's exact one: exact answers under the
-    exact rule, default-plan answers under the rollup rule."""
-    expected = {
-        a.question: a.frame for a in report.outcomes[report.reference].answers if a.path == "exact"
-    }
+    exact rule, default-plan answers under the rollup rule (with the order statistics
+    around the reference's percentiles)."""
+    references = [a for a in report.outcomes[report.reference].answers if a.path == "exact"]
+    expected = {a.question: a.frame for a in references}
+    around = {a.question: a.order_statistics for a in references}
     checks = []
     for backend, outcome in report.outcomes.items():
         for answer in outcome.answers:
@@ -179,7 +181,11 @@ def _checks(report: Report, keys: dict[str, tuple[str, ...]]) -> list[Check]:
             rollup = answer.path == DEFAULT and answer.source != "requests"
             rule = ROLLUP if rollup else EXACT
             comparison = compare(
-                answer.frame, expected[answer.question], keys[answer.question], rule
+                answer.frame,
+                expected[answer.question],
+                keys[answer.question],
+                rule,
+                around[answer.question] if rollup else None,
             )
             checks.append(Check(answer.question, backend, answer.path, rule.name, comparison))
     return checks

@@ -27,6 +27,7 @@ from warehouse.compare.dataset import read_batches
 from warehouse.compare.faults import Fault, FaultyStore
 from warehouse.compare.questions import Question, select
 from warehouse.errors import InvalidArgument
+from warehouse.query.order_statistics import SIDES, order_statistics
 from warehouse.query.result import Result
 from warehouse.store import Store, open_store
 from warehouse.store.embedded import start_server, stop_server
@@ -57,6 +58,9 @@ class Job:
     questions: tuple[str, ...] = ()
     fault: Fault | None = None
     settle_timeout_s: float = 900.0
+    order_statistics: bool = False
+    """Also answer each question a rollup may answer with the order statistics around
+    each exact percentile (the reference's part, for the rollup rule)."""
 
 
 @dataclass
@@ -71,6 +75,10 @@ class Answer:
     first_ms: float = 0.0
     """The first (warm-up) answer's time: caches cold, plans not yet seen."""
     runs_ms: list[float] = field(default_factory=list)
+    order_statistics: tuple[pl.DataFrame, pl.DataFrame] | None = None
+    """With :attr:`Job.order_statistics`, of an exact answer: the answer again with each
+    percentile the order statistic below it, and above it
+    (:mod:`warehouse.query.order_statistics`); not timed."""
 
 
 @dataclass
@@ -241,6 +249,9 @@ def _ask(
             progress(f"answering {question.name} ({path})")
             frame, first_ms = _timed(wh, job, question, path, faulty)
             answer = Answer(question.name, path, _source(frame), pl.DataFrame(frame), first_ms)
+            if job.order_statistics and question.rollup and path == EXACT:
+                progress(f"answering {question.name} (order statistics around percentiles)")
+                answer.order_statistics = _order_statistics(wh, job, question)
             outcome.answers.append(answer)
             runs.append((question, path, answer))
     cpu, machine, started = _cpu_seconds(pids), _machine_cpu_seconds(), time.monotonic()
@@ -266,6 +277,18 @@ def _timed(
         if faulty is not None:
             faulty.question = None
     return frame, (time.perf_counter() - started) * 1000
+
+
+def _order_statistics(
+    wh: Warehouse, job: Job, question: Question
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The exact answer with each percentile the order statistic below, then above, it."""
+    answers = []
+    for side in SIDES:
+        with order_statistics(side):
+            answers.append(pl.DataFrame(question.ask(wh, job.since, job.until, True)))
+    low, high = answers
+    return low, high
 
 
 def _source(frame: pl.DataFrame) -> str:
