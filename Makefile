@@ -23,6 +23,7 @@ run: $(STAMP)
 # minutes) to the end.
 test: $(STAMP) system-deps
 	$(BIN)/ruff check warehouse tests benchmarks fuzz
+	$(BIN)/ruff format --check warehouse tests benchmarks fuzz
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n auto --dist loadscope --no-loadscope-reorder
 

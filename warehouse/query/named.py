@@ -240,9 +240,7 @@ def _parameter(text: str, path: Path) -> Parameter:
     return Parameter(name, kind, default, help_.strip())
 
 
-def _check_placeholders(
-    tree: exp.Expr | None, parameters: Sequence[Parameter], path: Path
-) -> None:
+def _check_placeholders(tree: exp.Expr | None, parameters: Sequence[Parameter], path: Path) -> None:
     declared = {p.name: _type(p.type) for p in parameters}
     used = {}
     found = [] if tree is None else tree.find_all(exp.Placeholder)

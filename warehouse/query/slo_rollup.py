@@ -270,6 +270,7 @@ class SloRollup:
         table of its grain, and the totals per second from its table of requests. In
         that order, so a backfill fills each source first (the minute table and the
         table of requests before all)."""
+
         def merged(table: str, ts: exp.Expr, keys: Sequence[str]) -> exp.Select:
             items = [
                 trees.alias(ts, "ts"),
@@ -383,9 +384,7 @@ def scope_terms(scope: Mapping[str, Sequence[str]]) -> list[exp.Expr]:
     """The conditions of an SLO's scope, its values as literals (a view's SQL cannot take
     bound parameters)."""
     return [
-        exp.In(
-            this=dimension(key).tree, expressions=[exp.Literal.string(str(v)) for v in values]
-        )
+        exp.In(this=dimension(key).tree, expressions=[exp.Literal.string(str(v)) for v in values])
         for key, values in sorted(scope.items())
     ]
 

@@ -76,7 +76,7 @@ class Serve:
         with urllib.request.urlopen(f"{self.base}/metrics", timeout=10) as response:
             text = response.read().decode()
         found: dict[str, float] = {}
-        pattern = r'^llmwh_receiver_http_requests_total\{(.*)\} (\S+)$'
+        pattern = r"^llmwh_receiver_http_requests_total\{(.*)\} (\S+)$"
         for labels, value in re.findall(pattern, text, re.MULTILINE):
             if 'endpoint="/api/v1/write"' in labels and 'code="204"' in labels:
                 worker = re.search(r'worker="(\d+)"', labels)
