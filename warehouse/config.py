@@ -71,9 +71,10 @@ class Config:
     store; past it, HTTP 429 (the store is down or slower than the senders)."""
     series_cache_size: int = 1_000_000
     """Series a receiver remembers having written, so that a flush skips their rows."""
-    series_refresh_seconds: int = 60
+    series_refresh_seconds: int = 3600
     """A remembered series' row is written again once its samples pass the written
-    max_time by this much: how far `series.max_time` may trail (0: exact)."""
+    max_time by this much: how far `series.max_time` may trail (0: exact). An hour is
+    many scrapes, so a long-lived series costs a row rarely (docs/remote-write.md)."""
     max_series_per_write: int = 100_000
     """Most series one remote write may hold (0: no limit); over it, HTTP 400."""
     max_labels_per_series: int = 30
