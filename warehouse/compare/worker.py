@@ -171,9 +171,11 @@ def _run(job: Job, progress: Callable[[str], None]) -> Outcome:
             _ask(wh, job, outcome, faulty, progress, pids)
             if faulty is not None:
                 outcome.fault_hits = faulty.hits
-        outcome.peak_rss = status_bytes("self", "VmHWM")
-        if server is not None:
-            outcome.server_peak_rss = status_bytes(str(server.pid), "VmHWM")
+            outcome.peak_rss = status_bytes("self", "VmHWM")
+            if server is not None:
+                outcome.server_peak_rss = status_bytes(str(server.pid), "VmHWM")
+            if job.order_statistics:  # after every measurement: none of it counts
+                _answer_order_statistics(wh, job, outcome, progress)
     finally:
         if server is not None:
             stop_server(server.data_dir)
@@ -249,9 +251,6 @@ def _ask(
             progress(f"answering {question.name} ({path})")
             frame, first_ms = _timed(wh, job, question, path, faulty)
             answer = Answer(question.name, path, _source(frame), pl.DataFrame(frame), first_ms)
-            if job.order_statistics and question.rollup and path == EXACT:
-                progress(f"answering {question.name} (order statistics around percentiles)")
-                answer.order_statistics = _order_statistics(wh, job, question)
             outcome.answers.append(answer)
             runs.append((question, path, answer))
     cpu, machine, started = _cpu_seconds(pids), _machine_cpu_seconds(), time.monotonic()
@@ -279,16 +278,23 @@ def _timed(
     return frame, (time.perf_counter() - started) * 1000
 
 
-def _order_statistics(
-    wh: Warehouse, job: Job, question: Question
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The exact answer with each percentile the order statistic below, then above, it."""
-    answers = []
-    for side in SIDES:
-        with order_statistics(side):
-            answers.append(pl.DataFrame(question.ask(wh, job.since, job.until, True)))
-    low, high = answers
-    return low, high
+def _answer_order_statistics(
+    wh: Warehouse, job: Job, outcome: Outcome, progress: Callable[[str], None]
+) -> None:
+    """Give each exact answer of a question a rollup may answer the same answer again with
+    each percentile the order statistic below, then above, it (untimed: they hold every
+    value of a group, so they come after the times and the peak memory are taken)."""
+    rollup = {q.name: q for q in select(list(job.questions)) if q.rollup}
+    for answer in outcome.answers:
+        question = rollup.get(answer.question)
+        if question is None or answer.path != EXACT:
+            continue
+        progress(f"answering {question.name} (order statistics around percentiles)")
+        sides = []
+        for side in SIDES:
+            with order_statistics(side):
+                sides.append(pl.DataFrame(question.ask(wh, job.since, job.until, True)))
+        answer.order_statistics = (sides[0], sides[1])
 
 
 def _source(frame: pl.DataFrame) -> str:
