@@ -87,9 +87,10 @@ def test_rollup_rule_percentiles_within_two_percent_in_well_populated_rows() -> 
     assert not compare(far, REFERENCE, KEYS, EXACT).agrees
 
 
-# A p95 of 1,010 requests in a 5.8% gap between neighbouring requests (as the data set
-# ending at 08:00 UTC has one): the order statistics around the rank h = 0.95 * 1009 =
-# 958.55 are 76.0 and 80.4, and the exact value interpolates between them.
+# A p95 of 1,010 requests in a 5.8% gap between neighbouring requests (like the one of
+# the data set ending at 08:00 UTC: 76.01 and 80.41 around h = 952.85 of 1,004 TTFTs):
+# the order statistics around the rank h = 0.95 * 1009 = 958.55 are 76.0 and 80.4, and
+# the exact value interpolates between them.
 GAP = (76.0, 80.4)
 GAP_EXACT = 76.0 + 0.55 * (80.4 - 76.0)  # 78.42
 

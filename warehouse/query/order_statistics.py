@@ -30,10 +30,11 @@ _SIDE: ContextVar[str | None] = ContextVar("order_statistic", default=None)
 
 # floor or ceil of h, plus one: arrays count from 1. h is computed in Float64 as both
 # engines compute it for the interpolation, so that k is theirs; NULLs are left out,
-# as the quantile functions leave them out.
+# as the quantile functions leave them out, and a group with no values gets NULL (in
+# ClickHouse `count(x) - 1` would wrap around and the element be 0).
 _TEMPLATE = (
-    "arrayElement(arraySort(groupArrayIf(toFloat64(x), x IS NOT NULL)),"
-    " toInt64({rounding}(toFloat64({level}) * (count(x) - 1))) + 1)"
+    "if(count(x) = 0, NULL, arrayElement(arraySort(groupArrayIf(toFloat64(x), x IS NOT NULL)),"
+    " toInt64({rounding}(toFloat64({level}) * (count(x) - 1))) + 1))"
 )
 
 

@@ -32,8 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from warehouse.dialects import transpile
+from warehouse.dialects import render, transpile
 from warehouse.errors import QueryError
+from warehouse.query.order_statistics import order_statistic
 from warehouse.store import Store, open_store
 
 DATABASE = "dialects"
@@ -323,6 +324,14 @@ SAME_ANSWER = [
         " toInt64(ceil(toFloat64(0.9) * (count(ttft) - 1))) + 1) FROM t GROUP BY status"
         " ORDER BY status",
         "arraySort-of-groupArrayIf",
+    ),
+    # ... and of a group with no values: NULL on both (ClickHouse's count(v) - 1 wraps).
+    case(
+        f"SELECT status, {render(order_statistic('v', 0.9, 'low'), 'clickhouse')},"
+        f" {render(order_statistic('v', 0.9, 'high'), 'clickhouse')}"
+        " FROM (SELECT status, if(status = 'error', NULL, tpot) AS v FROM t)"
+        " GROUP BY status ORDER BY status",
+        "order-statistics-of-a-group-without-values",
     ),
     # Exact quantiles → quantile_cont, equal to 1e-9.
     case(
