@@ -121,9 +121,9 @@ class ClickHouseStore:
         client, settings = self._route(settings)
         data = self._as_dictionaries(table, data)
         compression = getattr(client, "write_compression", None)
-        block = _arrow_file(data, compression if compression in ("zstd", "lz4") else None)
         name = f"{quote_identifier(self.database)}.{quote_identifier(table)}"
         with _translated_errors():
+            block = _arrow_file(data, compression if compression in ("zstd", "lz4") else None)
             client.raw_insert(name, data.schema.names, block, settings, "Arrow")
 
     def _as_dictionaries(self, table: str, data: pa.Table) -> pa.Table:
@@ -398,8 +398,9 @@ def _arrow_file(table: pa.Table, compression: str | None) -> pa.Buffer:
     clickhouse-connect's ``insert_arrow`` writes into a stream that grows as it goes,
     each growth moving what it holds into fresh memory. Measured first and then written
     into a buffer of its size, the log's inserts took the receiver's inserting thread
-    0.06 cores instead of 0.18 with 32 senders on 2 cores (docs/benchmarks.md, "Inserts
-    written once"). Compressed buffers' size is only known once written.
+    0.06-0.1 cores instead of 0.16-0.17 with 32 senders on 2 cores (docs/benchmarks.md,
+    "Inserts written once"). Compressed buffers' size is only known once written: they
+    still go through a growing stream.
     """
     options = pa.ipc.IpcWriteOptions(compression=compression)
 
