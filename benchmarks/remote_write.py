@@ -19,8 +19,10 @@ Each receiver starts fresh in a temporary directory, on 127.0.0.1 only: ``llmwh 
 on the embedded ClickHouse, as shipped (its write-ahead log on; ``llmwh-tenants``: the
 same in multi-tenant mode, each connection one of 8 tenants, every write held against
 its tenant's share of the buffer; ``llmwh-no-wal``: with ``--no-wal``, acknowledging
-after the ClickHouse commit), ``prometheus --web.enable-remote-write-receiver``
-and ``victoria-metrics``; ``llmwh-1``: with ``--workers 1``, one receiver process;
+after the ClickHouse commit; ``llmwh-no-sync``: with ``wal_sync = false``, acknowledging
+once in the log file, unsynced, as Prometheus and VictoriaMetrics do),
+``prometheus --web.enable-remote-write-receiver`` and ``victoria-metrics``; ``llmwh-1``:
+with ``--workers 1``, one receiver process;
 ``llmwh@DIR``: ``llmwh serve`` as shipped from the code tree DIR (on ``PYTHONPATH``, its C
 extensions built in place), to compare two versions in one run.
 Connections are threads with keep-alive HTTP/1.1
@@ -70,7 +72,8 @@ from warehouse.wire.prometheus import V1
 SAMPLES_PER_BODY = 500
 LOW_SERIES = 2_000
 RECEIVERS = (
-    "llmwh", "llmwh-1", "llmwh-tenants", "llmwh-no-wal", "prometheus", "victoria-metrics"
+    "llmwh", "llmwh-1", "llmwh-tenants", "llmwh-no-wal", "llmwh-no-sync", "prometheus",
+    "victoria-metrics",
 )  # fmt: skip
 TENANTS = 8
 """``llmwh-tenants`` runs in multi-tenant mode; its connections name this many tenants,
@@ -354,6 +357,8 @@ class Receiver:
         env = dict(os.environ)
         if self.name == "llmwh-tenants":
             env["LLMWH_TENANT_HEADER"] = "X-Scope-OrgID"
+        if self.name == "llmwh-no-sync":
+            env["LLMWH_WAL_SYNC"] = "false"
         cwd = None
         if self.name.startswith("llmwh@"):  # llmwh serve from another tree, as shipped
             # `python -m` puts its working directory first on sys.path, before PYTHONPATH.
@@ -699,7 +704,7 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
             for r in results
             if (r["workload"], r["connections"]) == (workload, connections)
         }
-        for ours in ("llmwh", "llmwh-1", "llmwh-no-wal"):
+        for ours in ("llmwh", "llmwh-1", "llmwh-no-wal", "llmwh-no-sync"):
             for peer in ("prometheus", "victoria-metrics"):
                 if ours in rates and rates.get(peer):
                     print(
@@ -720,6 +725,7 @@ def _print_table(results: list[dict], args: argparse.Namespace) -> None:
     print("  includes inserting every acknowledged write after the sending ended")
     print("llmwh-1: llmwh serve --workers 1 (one receiver process)")
     print("llmwh-no-wal: llmwh serve --no-wal (acknowledged once ClickHouse committed it)")
+    print("llmwh-no-sync: wal_sync = false (acknowledged once in the log file, unsynced)")
     for r in results:
         if r["non_2xx"]:
             print(f"{r['workload']} x {r['receiver']} non-2xx: {r['non_2xx']}")

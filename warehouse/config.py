@@ -64,6 +64,11 @@ class Config:
     wal_dir: str | None = None
     """Directory of the receiver's write-ahead log (serve --wal DIR; unset: wal/ in
     data_dir)."""
+    wal_sync: bool = True
+    """Sync the write-ahead log (fdatasync) before each answer. false: a write is
+    acknowledged once written to the log file, which outlives a kill of the receiver or
+    of ClickHouse but not a crash of the machine, as Prometheus and VictoriaMetrics
+    acknowledge remote writes (docs/remote-write.md)."""
     wal_flush_ms: int = 500
     """How often the write-ahead log's writes are inserted into the store."""
     wal_max_bytes: int = 1 << 30

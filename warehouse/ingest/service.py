@@ -84,7 +84,7 @@ class WriteService:
         if wal_directory is not None:
             self.wal = wal = WalInserter(
                 store,
-                WriteAheadLog(wal_directory),
+                WriteAheadLog(wal_directory, sync=config.wal_sync),
                 interval=config.wal_flush_ms / 1000,
                 max_pending_bytes=config.wal_max_bytes,
                 on_insert=self._logged_writes_inserted,

@@ -1,9 +1,9 @@
 """The receiver's write-ahead log: writes on the receiver's disk before they reach the store.
 
 A write is appended as one *frame* (its tables, as Arrow IPC streams) and the file is
-synced before the write is acknowledged; :mod:`warehouse.ingest.wal_inserter` then
-inserts many frames at a time. Frames are numbered (``seq``) and kept in segment files
-named by their first frame's number. ``checkpoint.json`` says which frames are in the
+synced before the write is acknowledged (``sync=False``: written, not synced);
+:mod:`warehouse.ingest.wal_inserter` then inserts many frames at a time. Frames are
+numbered (``seq``) and kept in segment files named by their first frame's number. ``checkpoint.json`` says which frames are in the
 store (``applied``) and which batch of frames an insert was under way for (``batch``):
 after a crash that batch is inserted again with the same frames, so its deduplication
 tokens are the same and the store drops what it had already taken.
@@ -111,9 +111,12 @@ def usable_directory(directory: str | Path) -> Path:
 class WriteAheadLog:
     """Frames in segment files under ``directory``; one writer process at a time."""
 
-    def __init__(self, directory: str | Path, segment_bytes: int = 64 << 20):
+    def __init__(self, directory: str | Path, segment_bytes: int = 64 << 20, sync: bool = True):
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
+        self.sync = sync
+        """Sync each frame before :meth:`append` returns; False: written, not synced
+        (it outlives the process, not the machine)."""
         self.id = ""
         """Names this log in deduplication tokens (kept in the checkpoint)."""
         self.checkpoint = Checkpoint(0, None)
@@ -163,7 +166,8 @@ class WriteAheadLog:
         return frames
 
     def append(self, entries: list[Entry]) -> Frame:
-        """Write a frame and sync it to disk; the write may be acknowledged on return."""
+        """Write a frame and sync it to disk (unless not :attr:`sync`); the write may be
+        acknowledged on return."""
         payload = _encode(entries)
         with self._lock:
             if self._failed is not None:
@@ -182,7 +186,8 @@ class WriteAheadLog:
                     self._failed = f"{self._path()}: {again}"
                 raise StoreUnavailable(f"could not append to the write-ahead log: {exc}") from None
             try:
-                os.fdatasync(fd)
+                if self.sync:
+                    os.fdatasync(fd)
             except OSError as exc:
                 self._failed = f"{self._path()}: sync failed: {exc}"
                 raise StoreUnavailable(f"the write-ahead log is stopped: {self._failed}") from None

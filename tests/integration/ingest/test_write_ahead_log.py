@@ -326,3 +326,30 @@ def test_with_the_log_one_tenants_sealing_lag_throttles_that_tenant_only(store, 
 
 async def _no_seal() -> None:
     return None
+
+
+def test_without_sync_writes_are_acknowledged_unsynced_and_outlive_the_receiver(
+    migrated, tmp_path, monkeypatch
+):
+    """wal_sync = false: the promise Prometheus and VictoriaMetrics make. What the first
+    receiver acknowledged is in its log file, unsynced, and the next one inserts it."""
+
+    def no_sync(fd):
+        raise AssertionError("wal_sync = false must not sync each append")
+
+    monkeypatch.setattr("warehouse.ingest.wal.os.fdatasync", no_sync)
+    store = Outage(migrated)
+    store.down = True
+    first = receiver(store, tmp_path / "wal", wal_sync=False)
+    for seed in range(3):
+        assert first.post("/api/v1/requests", events(40, seed), content_type=NDJSON).status == 200
+    assert first.post("/api/v1/write", v1_body(), content_type=V1_TYPE).status == 204
+    crash(first)
+    monkeypatch.undo()
+    second = receiver(migrated, tmp_path / "wal")
+    try:
+        assert second.app.writes.wal.replayed == 4
+        assert rows_everywhere(migrated) == (120, 120, 120)
+        assert samples_in(migrated) == 12
+    finally:
+        second.close()

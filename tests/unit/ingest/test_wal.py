@@ -189,3 +189,26 @@ def test_serve_refuses_such_a_log_before_it_migrates_anything(tmp_path):
     log_from_before_0023(tmp_path / "wal" / "1", writes=1)  # a worker's log
     with pytest.raises(ConfigError, match=r"wal/1 holds 1 write"):
         preflight(Config(data_dir=str(tmp_path)))
+
+
+def test_each_append_is_synced_before_it_returns(tmp_path, monkeypatch):
+    synced: list[int] = []
+    real_sync = os.fdatasync
+    monkeypatch.setattr(
+        "warehouse.ingest.wal.os.fdatasync", lambda fd: synced.append(fd) or real_sync(fd)
+    )
+    log, _ = opened(tmp_path)
+    write(log, 3)
+    assert len(synced) == 3
+
+
+def test_without_sync_appends_are_written_not_synced_and_still_come_back(tmp_path, monkeypatch):
+    def no_sync(fd):
+        raise AssertionError("wal_sync = false must not sync each append")
+
+    monkeypatch.setattr("warehouse.ingest.wal.os.fdatasync", no_sync)
+    log, _ = opened(tmp_path, sync=False)
+    assert write(log, 3) == [1, 2, 3]
+    log.close()  # the process goes away: what it wrote is in the file
+    monkeypatch.undo()
+    assert [f.seq for f in opened(tmp_path)[1]] == [1, 2, 3]
