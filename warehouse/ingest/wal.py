@@ -3,10 +3,11 @@
 A write is appended as one *frame* (its tables, as Arrow IPC streams) and the file is
 synced before the write is acknowledged (``sync=False``: written, not synced);
 :mod:`warehouse.ingest.wal_inserter` then inserts many frames at a time. Frames are
-numbered (``seq``) and kept in segment files named by their first frame's number. ``checkpoint.json`` says which frames are in the
-store (``applied``) and which batch of frames an insert was under way for (``batch``):
-after a crash that batch is inserted again with the same frames, so its deduplication
-tokens are the same and the store drops what it had already taken.
+numbered (``seq``) and kept in segment files named by their first frame's number.
+``checkpoint.json`` says which frames are in the store (``applied``) and which batch of
+frames an insert was under way for (``batch``): after a crash that batch is inserted
+again with the same frames, so its deduplication tokens are the same and the store drops
+what it had already taken.
 
 A frame on disk::
 
