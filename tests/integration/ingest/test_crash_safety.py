@@ -2,13 +2,14 @@
 
 A real Prometheus scrapes itself every second and remote-writes to a real `llmwh serve`
 as shipped (its write-ahead log on, under the data directory) and the embedded
-ClickHouse it runs; and once more with `--no-wal`, where a 2xx waits for the
-commit in ClickHouse. Ten times, at random moments, one of the two is
-killed with SIGKILL and `llmwh serve` is started again (finding its ClickHouse still
-running, or starting it again). Afterwards the warehouse must hold exactly the samples
-Prometheus's own TSDB holds for the run (its HTTP API is the reference): nothing an
-acknowledged write carried is lost, Prometheus's retries fill in what was not
-acknowledged, and no sample is there twice.
+ClickHouse it runs; once more with `--no-wal`, where a 2xx waits for the commit in
+ClickHouse; and once with `wal_sync = false`, where a 2xx means written to the log file,
+not synced (a kill of a process keeps it; a crash of the machine, not tested, may not).
+Ten times, at random moments, one of the two is killed with SIGKILL and `llmwh serve`
+is started again (finding its ClickHouse still running, or starting it again).
+Afterwards the warehouse must hold exactly the samples Prometheus's own TSDB holds for
+the run (its HTTP API is the reference): nothing an acknowledged write carried is lost,
+Prometheus's retries fill in what was not acknowledged, and no sample is there twice.
 """
 
 from __future__ import annotations
@@ -48,12 +49,15 @@ def counter(base: str, name: str) -> float:
 class Warehouse:
     """`llmwh serve --data DIR` as deployed: the receiver and the embedded ClickHouse it
     starts (or finds running) on fixed ports, each killable; ``wal=False`` adds
-    `--no-wal`."""
+    `--no-wal`, ``sync=False`` sets `wal_sync = false`."""
 
-    def __init__(self, root: Path, wal: bool = True):
+    def __init__(self, root: Path, wal: bool = True, sync: bool = True):
         self.root = root
         self.data = root / "data"
         self.wal = [] if wal else ["--no-wal"]
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")}
+        if not sync:
+            self.env["LLMWH_WAL_SYNC"] = "false"
         self.ports = [free_port() for _ in range(3)]  # receiver, ClickHouse HTTP and TCP
         self.receiver: subprocess.Popen | None = None
         self.start()
@@ -69,7 +73,7 @@ class Warehouse:
              "--listen", f"127.0.0.1:{self.ports[0]}",
              "--http-port", str(self.ports[1]), "--tcp-port", str(self.ports[2]), *self.wal],
             stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
-            env={k: v for k, v in os.environ.items() if not k.startswith("LLMWH_")},
+            env=self.env,
         )  # fmt: skip
         wait_for(f"http://127.0.0.1:{self.ports[0]}/healthz", timeout=90)
 
@@ -105,21 +109,28 @@ class Warehouse:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "victim, wal",
-    [("receiver", True), ("clickhouse", True), ("receiver", False), ("clickhouse", False)],
-    ids=["receiver", "clickhouse", "receiver-no-wal", "clickhouse-no-wal"],
+    "victim, wal, sync",
+    [
+        ("receiver", True, True),
+        ("clickhouse", True, True),
+        ("receiver", False, True),
+        ("clickhouse", False, True),
+        ("receiver", True, False),
+    ],
+    ids=["receiver", "clickhouse", "receiver-no-wal", "clickhouse-no-wal", "receiver-no-sync"],
 )
-def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victim, wal):
+def test_kill_9_loses_no_acknowledged_sample_and_duplicates_none(tmp_path, victim, wal, sync):
     """As shipped, acknowledged means synced to the write-ahead log in the data directory:
     what a killed receiver held there, or what a killed ClickHouse never took, is
     inserted by the next `llmwh serve` before it listens. With `--no-wal`, acknowledged
-    means committed in ClickHouse."""
-    warehouse = Warehouse(tmp_path, wal=wal)
+    means committed in ClickHouse; with `wal_sync = false`, written to the log file,
+    which the kernel keeps when the process dies."""
+    warehouse = Warehouse(tmp_path, wal=wal, sync=sync)
     try:
         expected, retried, dropped, got = _kill_repeatedly(warehouse, tmp_path, victim)
     finally:
         warehouse.close()  # a failed run must not leave its ClickHouse running
-    kind = victim if wal else f"{victim}, --no-wal"
+    kind = victim if wal and sync else f"{victim}, {'--no-wal' if not wal else 'wal_sync = false'}"
     print(f"{kind}: {KILLS} kills, {len(expected):,} samples, {retried:,.0f} retried by Prometheus")
     # The defaults keep the log under the data directory; --no-wal keeps none.
     assert (warehouse.data / "wal" / "checkpoint.json").exists() == wal
